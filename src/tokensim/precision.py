@@ -36,9 +36,12 @@ PRECISIONS: dict[str, Precision] = {
         Precision("bf16", 16, 0, 0, "bf16"),
         Precision("fp16", 16, 0, 0, "bf16"),
         Precision("fp8", 8, 128 * 128, 32, "fp8"),
-        Precision("int8", 8, 0, 0, "int8"),
+        Precision("int8", 8, 0, 0, "bf16"),    # weight-only W8A16 (gpt-fast, TRT-LLM int8 weight-only)
         Precision("int4", 4, 128, 16, "bf16"),
         Precision("int4-g32", 4, 32, 16, "bf16"),
+        # llama.cpp Q4_K_M mixes Q4_K (4.5 bpw) and Q6_K (6.56 bpw) tensors: ~4.85 bits on average
+        # (llama.cpp examples/quantize README table), written as 4 bits + 27 bits per 32-element group.
+        Precision("q4_k_m", 4, 32, 27, "bf16"),
         Precision("mxfp4", 4, 32, 8, "fp4"),
         Precision("nvfp4", 4, 16, 8, "fp4"),
         Precision("fp4", 4, 16, 8, "fp4"),
@@ -53,7 +56,7 @@ ALIASES: dict[str, str] = {
     "bfloat16": "bf16", "float16": "fp16", "16-bit": "bf16", "16bit": "bf16", "float32": "fp32",
     "e4m3": "fp8", "float8": "fp8", "8-bit": "fp8", "fp8-kv": "fp8", "w8a8": "fp8",
     "int8 weight-only": "int8", "w8a16": "int8",
-    "4-bit": "int4", "w4a16": "int4", "int4 weight-only": "int4", "q4_k_m": "int4-g32",
+    "4-bit": "int4", "w4a16": "int4", "int4 weight-only": "int4", "q4_k_m gguf": "q4_k_m",
     "mx-fp4": "mxfp4", "mxfp4-pack-quantized": "mxfp4", "nv-fp4": "nvfp4",
 }
 

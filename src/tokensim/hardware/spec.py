@@ -10,6 +10,10 @@ from dataclasses import dataclass
 from ..errors import require
 from ..precision import COMPUTE_ORDER
 
+# A format the chip lacks runs at the next one it has (fp8 never borrows the int8 integer rate).
+FALLBACK = {"fp4": ("fp4", "fp8", "bf16", "fp32"), "fp8": ("fp8", "bf16", "fp32"), "int8": ("int8", "bf16", "fp32"),
+            "bf16": ("bf16", "fp32"), "fp32": ("fp32", "bf16")}
+
 
 @dataclass(frozen=True)
 class MemoryTier:
@@ -70,8 +74,7 @@ class HardwareSpec:
     def peak_flops(self, compute: str) -> float:
         """Dense peak at `compute`, or at the fastest slower format the chip has (fp4 falls back to fp8, then bf16)."""
         rates = dict(self.flops_per_s)
-        order = COMPUTE_ORDER[: COMPUTE_ORDER.index(compute) + 1]
-        for fmt in reversed(order):
+        for fmt in FALLBACK[compute]:
             if fmt in rates:
                 return rates[fmt]
         return min(rates.values())

@@ -1,0 +1,175 @@
+"""The `tokensim` command: a thin layer over the library. Bad input exits 2 with one line, never a traceback."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .errors import TokensimError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Predict, explain and plan LLM token-generation speed on GPUs, wafers and LPUs.")
+out = Console()
+
+
+def emit_json(obj: object) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=_json_default) + "\n")
+
+
+def _json_default(o: object) -> object:
+    if isinstance(o, float):
+        return None
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    return str(o)
+
+
+@app.command()
+def models(json_out: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """List the model catalog."""
+    from .model.catalog import catalog_model, entries
+
+    rows = []
+    for name, e in entries().items():
+        m = catalog_model(name)
+        rows.append({"name": name, "layers": m.n_layers, "total_params": m.total_params,
+                     "active_params": m.active_params, "source": e.source})
+    if json_out:
+        return emit_json(rows)
+    t = Table("name", "layers", "total", "active", "source")
+    for r in rows:
+        t.add_row(r["name"], str(r["layers"]), f"{r['total_params'] / 1e9:.1f}B", f"{r['active_params'] / 1e9:.2f}B", r["source"])
+    out.print(t)
+
+
+@app.command()
+def hardware(json_out: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """List the hardware catalog."""
+    from .hardware.catalog import catalog
+
+    rows = []
+    for h in catalog().values():
+        tier = h.weight_tier
+        rows.append({"name": h.name, "display_name": h.display_name, "kind": h.kind,
+                     "memory_bytes": tier.capacity_bytes, "memory_tier": tier.tier,
+                     "bandwidth_bytes_per_s": tier.bandwidth_bytes_per_s, "flops_per_s": dict(h.flops_per_s),
+                     "price_usd_per_hour": h.price_usd_per_hour})
+    if json_out:
+        return emit_json(rows)
+    t = Table("name", "kind", "memory", "bandwidth", "bf16 dense", "$/h")
+    for r in rows:
+        bf16 = r["flops_per_s"].get("bf16")
+        t.add_row(r["name"], r["kind"], f"{r['memory_bytes'] / 1e9:.3g} GB {r['memory_tier']}",
+                  f"{r['bandwidth_bytes_per_s'] / 1e12:.3g} TB/s", f"{bf16 / 1e12:.0f} TF" if bf16 else "-",
+                  f"{r['price_usd_per_hour']:.2f}" if r["price_usd_per_hour"] else "-")
+    out.print(t)
+
+
+@app.command()
+def predict(
+    model: str = typer.Option("llama-3.1-8b", "--model", "-m", help="catalog name or config.json path"),
+    hardware: str = typer.Option("h100-sxm", "--hardware", "-H", help="catalog name or hardware TOML/YAML path"),
+    chips: Optional[int] = typer.Option(None, help="total chips (default: the fewest that fit)"),
+    tp: Optional[int] = typer.Option(None, help="tensor-parallel degree"),
+    pp: Optional[int] = typer.Option(None, help="pipeline stages"),
+    ep: int = typer.Option(1, help="expert-parallel degree"),
+    dp: int = typer.Option(1, help="data-parallel degree"),
+    batch: int = typer.Option(1, help="concurrent sequences"),
+    input_tokens: int = typer.Option(1024, "--input", help="prompt tokens"),
+    output_tokens: int = typer.Option(256, "--output", help="generated tokens"),
+    weights: Optional[str] = typer.Option(None, help="stored weight precision: bf16, fp8, int8, int4, mxfp4, nvfp4"),
+    expert_weights: Optional[str] = typer.Option(None, help="stored precision of routed experts only"),
+    compute: Optional[str] = typer.Option(None, help="compute format: bf16, fp8, fp4"),
+    kv: str = typer.Option("bf16", help="KV-cache precision"),
+    engine: str = typer.Option("default", help="engine class: default, tuned, basic"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Predict tokens/s per user, TTFT, throughput and memory, with the per-op breakdown."""
+    from .predictor import predict as run_predict
+    from .render import print_prediction
+
+    p = run_predict(model, hardware, chips=chips, tp=tp, pp=pp, ep=ep, dp=dp, batch=batch,
+                    input_tokens=input_tokens, output_tokens=output_tokens, weights=weights,
+                    expert_weights=expert_weights, compute=compute, kv=kv, engine=engine)
+    if json_out:
+        return emit_json(p.to_dict())
+    print_prediction(p, out)
+
+
+@app.command()
+def validate(
+    measurements: Optional[str] = typer.Option(None, "--measurements", help="CSV with the columns of the shipped measurements.csv"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Predict every published measurement and report the error (per row, by family, by metric)."""
+    from .progress import progress_bar
+    from .render_validation import print_validation
+    from .validate.run import shipped_measurements, validate as run_validation
+    from .validate.table import read_rows
+
+    path = measurements or shipped_measurements()
+    n = len(read_rows(path))
+    with progress_bar("validating", n, enabled=not json_out) as tick:
+        results, summary = run_validation(path, progress=tick)
+    if json_out:
+        return emit_json({"rows": [r.to_dict() for r in results], "summary": summary.to_dict()})
+    print_validation(results, summary, out)
+
+
+@app.command()
+def fit(
+    measurements: Optional[str] = typer.Option(None, "--measurements", help="CSV to fit on (default: the shipped one)"),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="where to write fitted.toml (default: the package's)"),
+    loso: bool = typer.Option(True, help="also report leave-one-source-out error"),
+    json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
+) -> None:
+    """Fit the empirical constants on the measurements and write fitted.toml with date and residuals."""
+    from pathlib import Path
+
+    from .progress import progress_bar
+    from .validate.fit import PARAMS, buildable, run_fit
+    from .validate.run import shipped_measurements
+
+    path = measurements or shipped_measurements()
+    target = Path(output) if output else Path(str(shipped_measurements())).with_name("fitted.toml")
+    n_sources = len({c.row.source_key for c in buildable(path)}) if loso else 0
+    with progress_bar("fitting", 2 * len(PARAMS) + n_sources, enabled=not json_out) as tick:
+        report = run_fit(path, target, loso=loso, progress=tick)
+    report.pop("residuals")
+    if json_out:
+        return emit_json(report)
+    out.print(f"fitted {report['fitted_constants']} constants on {report['rows']} rows -> {target}")
+    out.print(f"in-sample: median |error| {report['in_sample']['median_abs_error']:.1%}, p90 {report['in_sample']['p90_abs_error']:.1%}")
+    lo = report.get("leave_one_source_out")
+    if lo and lo["rows"]:
+        out.print(f"leave-one-source-out: median |error| {lo['median_abs_error']:.1%}, p90 {lo['p90_abs_error']:.1%} ({lo['rows']} rows)")
+    for k, v in report["values"].items():
+        out.print(f"  {k} = {v:.4g}")
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except TokensimError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.stderr.write("aborted\n")
+        sys.exit(1)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(2)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Empirical constants: achieved fractions of datasheet peaks and latency floors, by hardware family and engine.
+
+They live in data/constants.toml with the evidence for each; `tokensim fit` writes data/fitted.toml,
+whose values take precedence. Lookup order: [family.engine], [family.default], [default.engine],
+[default.default]. Nothing here is a datasheet figure.
+"""
+from __future__ import annotations
+
+import tomllib
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from .errors import bad_value
+
+ENGINES = ("default", "tuned", "basic")
+
+
+@dataclass(frozen=True)
+class Constants:
+    hbm_bandwidth_fraction: float    # achieved / peak bandwidth of the tier holding the weights
+    gemm_flops_fraction: float       # achieved / peak dense FLOP/s in decode GEMMs
+    prefill_flops_fraction: float    # achieved / peak dense FLOP/s over a whole prefill
+    kernel_gap_s: float              # idle time per kernel launch
+    kernels_per_layer: float
+    layer_latency_s: float           # dataflow floor per layer (wafers, LPUs)
+    host_overhead_s: float           # per decode step, outside the accelerator
+    collective_latency_s: float      # one small all-reduce
+    all_to_all_latency_s: float      # one EP dispatch or combine
+    link_bandwidth_fraction: float
+    moe_load_imbalance: float
+    dequant_overhead: float
+    stage_hop_latency_s: float       # pipeline stage to stage, beyond the link's own latency
+    usable_memory_fraction: float    # of the weight tier's capacity, for weights + KV
+
+
+def _read(path: Path) -> dict:
+    return tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+@lru_cache(maxsize=1)
+def _tables() -> tuple[dict, dict]:
+    data = resources.files("tokensim") / "data"
+    return _read(Path(str(data / "constants.toml"))), _read(Path(str(data / "fitted.toml")))
+
+
+_OVERLAY: dict = {}   # set only by `overridden`, for fitting
+
+
+def _levels(family: str, kind: str, engine: str) -> tuple[tuple[str, str], ...]:
+    return (("default", "default"), ("default", engine), (kind, "default"), (kind, engine),
+            (family, "default"), (family, engine))
+
+
+def _lookup(family: str, kind: str, engine: str) -> dict:
+    """Most specific level wins; within a level, fitted values (and a fitting overlay) beat the base file."""
+    base, fitted = _tables()
+    merged: dict = {}
+    for fam, eng in _levels(family, kind, engine):
+        merged.update(base.get(fam, {}).get(eng, {}))
+        merged.update(fitted.get("constants", {}).get(fam, {}).get(eng, {}))
+        merged.update(_OVERLAY.get(fam, {}).get(eng, {}))
+    return merged
+
+
+@contextmanager
+def overridden(values: dict):
+    """Temporarily set constants, as {family: {engine: {name: value}}}; used by `tokensim fit`."""
+    global _OVERLAY
+    saved = _OVERLAY
+    _OVERLAY = values
+    constants_for.cache_clear()
+    try:
+        yield
+    finally:
+        _OVERLAY = saved
+        constants_for.cache_clear()
+
+
+def reload() -> None:
+    """Forget cached tables (after `tokensim fit` rewrote fitted.toml)."""
+    _tables.cache_clear()
+    constants_for.cache_clear()
+
+
+@lru_cache(maxsize=256)
+def constants_for(family: str, kind: str = "", engine: str = "default") -> Constants:
+    if engine not in ENGINES:
+        raise bad_value("engine", engine, f"one of {', '.join(ENGINES)}")
+    values = _lookup(family, kind, engine)
+    return Constants(**{f.name: float(values[f.name]) for f in fields(Constants)})
+
+
+def evidence(family: str, kind: str = "", engine: str = "default") -> dict[str, str]:
+    """The evidence line behind each constant as used for this family and engine."""
+    base, fitted = _tables()
+    values = _lookup(family, kind, engine)
+    out = {f.name: str(values.get(f"{f.name}_evidence", "")) for f in fields(Constants)}
+    for fam, eng in _levels(family, kind, engine):
+        for name in fitted.get("constants", {}).get(fam, {}).get(eng, {}):
+            out[name] = f"fitted by `tokensim fit` on {fitted.get('date', '?')} ({fitted.get('rows', '?')} rows)"
+    return out
+
+
+def fitted_table() -> dict:
+    """The whole fitted.toml (constants, residuals, error report); empty before the first fit."""
+    return _tables()[1]

@@ -1,0 +1,134 @@
+"""The ops of one layer for one step on one chip: pure functions of (context, layer, shape).
+
+Decode reads the weights the step touches and every sequence's KV; prefill writes KV and is
+usually compute-bound. Formulas follow notes/theory.md sections 1.1-1.4 and 2.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model.spec import Attention, DenseFFN, Layer, LinearMixer, MoE
+from .context import Context
+from .ops import OpCost
+
+
+@dataclass(frozen=True)
+class Shape:
+    seqs: float          # sequences on one data-parallel rank
+    q_per_seq: float     # query tokens per sequence in this step (1 decode, k+1 verify, prompt length prefill)
+    context: float       # decode: tokens each sequence attends to; prefill: the prompt length
+    moe_tokens: float    # tokens entering each MoE layer of the stage (summed over data-parallel ranks)
+
+    @property
+    def tokens(self) -> float:
+        return self.seqs * self.q_per_seq
+
+
+def compute_op(ctx: Context, name: str, nbytes: float, flops: float, group: str) -> OpCost:
+    rate = ctx.rates[group]
+    return OpCost(name, nbytes, flops, 0.0, "", nbytes / ctx.bytes_per_s, flops * rate.s_per_flop, 0.0, 0.0)
+
+
+def weight_op(ctx: Context, name: str, params_per_chip: float, tokens: float, group: str) -> OpCost:
+    """A GEMM/GEMV over `params_per_chip` weights: read them once, 2 FLOPs per weight per token."""
+    return compute_op(ctx, name, params_per_chip * ctx.rates[group].bytes_per_weight, 2.0 * params_per_chip * tokens, group)
+
+
+def comm_op(ctx: Context, name: str, nbytes: float, group_chips: int, latency_s: float) -> OpCost:
+    t, link = ctx.link_time(nbytes, group_chips, latency_s)
+    return OpCost(name, 0.0, 0.0, nbytes, link, 0.0, 0.0, t, 0.0)
+
+
+def kv_shard(att: Attention, tp: int) -> int:
+    """How many ways one sequence's KV is split across a TP group: GQA by KV heads, MLA's latent not at all."""
+    return min(tp, att.n_kv_heads) if att.kind == "gqa" else 1
+
+
+def attention_ops(ctx: Context, att: Attention, s: Shape) -> list[OpCost]:
+    tp = ctx.dep.tp
+    ops = [weight_op(ctx, "attn.proj", att.params / tp, s.tokens, "attention")]
+    if ctx.prefill:
+        mean_position = s.context / 2.0
+        nbytes = s.tokens * att.kv_elems_per_token * ctx.b_kv / kv_shard(att, tp)
+        read, cached = att.read_entries(mean_position), att.cached_entries(mean_position)
+    else:
+        read, cached = att.read_entries(s.context), att.cached_entries(s.context)
+        nbytes = s.seqs * (read * att.kv_elems_per_token * ctx.b_kv / kv_shard(att, tp)
+                           + cached * att.indexer_elems_per_token * ctx.b_idx)
+    flops = s.tokens * (att.score_flops_per_pair * read + att.indexer_flops_per_pair * cached) / tp
+    ops.append(compute_op(ctx, "attn.core", nbytes, flops, "attention"))
+    return ops
+
+
+def linear_mixer_ops(ctx: Context, mix: LinearMixer, s: Shape) -> list[OpCost]:
+    tp = ctx.dep.tp
+    state_bytes = 2.0 * s.seqs * mix.state_elems * ctx.b_state / tp      # read and write the state once per step
+    return [
+        weight_op(ctx, "linear.proj", mix.params / tp, s.tokens, "attention"),
+        compute_op(ctx, "linear.state", state_bytes, s.tokens * mix.flops_per_token / tp, "attention"),
+    ]
+
+
+def expected_experts_touched(n_experts: int, top_k: int, tokens: float) -> float:
+    """Distinct experts hit by `tokens` tokens routed uniformly to top_k of n_experts: E(1 - (1 - k/E)^T)."""
+    return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
+
+
+def moe_ops(ctx: Context, moe: MoE, s: Shape) -> list[OpCost]:
+    dep, k = ctx.dep, ctx.k
+    ops = []
+    always_on = moe.shared_params + moe.router_params + moe.latent_params
+    if always_on:
+        ops.append(weight_op(ctx, "moe.shared", always_on / dep.tp, s.tokens, "shared_experts"))
+    imbalance = k.moe_load_imbalance if dep.ep > 1 else 1.0
+    touched = expected_experts_touched(moe.n_experts, moe.top_k, s.moe_tokens) / dep.ep
+    rate = ctx.rates["routed_experts"]
+    nbytes = imbalance * touched * moe.expert_params / dep.moe_tp * rate.bytes_per_weight
+    flops = imbalance * 2.0 * s.moe_tokens * moe.top_k * moe.expert_params / (dep.ep * dep.moe_tp)
+    ops.append(compute_op(ctx, "moe.experts", nbytes, flops, "routed_experts"))
+    if dep.ep > 1:
+        per_chip_tokens = s.moe_tokens / (dep.tp * dep.dp)
+        nbytes = per_chip_tokens * moe.top_k * ctx.model.hidden_size * ctx.b_act * (dep.ep - 1) / dep.ep
+        ops.append(comm_op(ctx, "ep.dispatch", nbytes, dep.ep, k.all_to_all_latency_s))
+        ops.append(comm_op(ctx, "ep.combine", nbytes, dep.ep, k.all_to_all_latency_s))
+    return ops
+
+
+def allreduce_op(ctx: Context, tokens: float) -> OpCost:
+    tp = ctx.dep.tp
+    nbytes = 2.0 * (tp - 1) / tp * tokens * ctx.model.hidden_size * ctx.b_act     # ring all-reduce traffic per chip
+    return comm_op(ctx, "tp.allreduce", nbytes, tp, ctx.k.collective_latency_s)
+
+
+def layer_ops(ctx: Context, layer: Layer, s: Shape) -> list[OpCost]:
+    ops: list[OpCost] = []
+    if isinstance(layer.mixer, Attention):
+        ops += attention_ops(ctx, layer.mixer, s)
+    elif isinstance(layer.mixer, LinearMixer):
+        ops += linear_mixer_ops(ctx, layer.mixer, s)
+    if layer.mixer is not None and ctx.dep.tp > 1:
+        ops.append(allreduce_op(ctx, s.tokens))
+    if isinstance(layer.ffn, DenseFFN):
+        ops.append(weight_op(ctx, "ffn", layer.ffn.params / ctx.dep.tp, s.tokens, "dense_ffn"))
+    elif isinstance(layer.ffn, MoE):
+        ops += moe_ops(ctx, layer.ffn, s)
+    if layer.ffn is not None and ctx.dep.tp > 1:
+        ops.append(allreduce_op(ctx, s.tokens))
+    if ctx.dep.overlap_comm:
+        ops = hide_comm(ops)
+    k = ctx.k
+    floor = k.kernels_per_layer * k.kernel_gap_s + k.layer_latency_s
+    if floor:
+        ops.append(OpCost("floor", 0.0, 0.0, 0.0, "", 0.0, 0.0, 0.0, floor))
+    return ops
+
+
+def hide_comm(ops: list[OpCost]) -> list[OpCost]:
+    """Two-micro-batch overlap: communication runs under the layer's own work; only the excess is exposed."""
+    work = sum(max(o.t_memory_s, o.t_compute_s) for o in ops)
+    comm = sum(o.t_comm_s for o in ops)
+    if comm == 0.0:
+        return ops
+    exposed = max(0.0, comm - work) / comm
+    return [o if o.t_comm_s == 0.0 else OpCost(o.name, o.bytes, o.flops, o.comm_bytes, o.link, 0.0, 0.0, o.t_comm_s * exposed, 0.0)
+            for o in ops]

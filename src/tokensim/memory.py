@@ -1,0 +1,98 @@
+"""Memory per chip: weights by stage, KV cache and linear-attention state per sequence, and what fits."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .cost.context import Context
+from .cost.layer import kv_shard
+from .cost.step import layer_groups
+from .model.spec import Attention, DenseFFN, LinearMixer, MoE
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    weights_per_chip_bytes: float     # the fullest stage
+    kv_per_seq_per_chip_bytes: float  # one sequence at full context, in that stage
+    seqs_per_chip: int
+    capacity_per_chip_bytes: float    # usable: tier capacity x usable fraction
+
+    @property
+    def kv_per_chip_bytes(self) -> float:
+        return self.kv_per_seq_per_chip_bytes * self.seqs_per_chip
+
+    @property
+    def per_chip_bytes(self) -> float:
+        return self.weights_per_chip_bytes + self.kv_per_chip_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.per_chip_bytes <= self.capacity_per_chip_bytes
+
+
+def stage_memory(ctx: Context, context_tokens: float) -> list[tuple[float, float]]:
+    """(weight bytes per chip, KV bytes per sequence per chip) for every pipeline stage."""
+    dep, model, r = ctx.dep, ctx.model, ctx.rates
+    out = []
+    groups = layer_groups(ctx)
+    for index, group in enumerate(groups):
+        w = kv = 0.0
+        for layer, n in group.items():
+            lw, lkv = layer.norm_params * r["attention"].bytes_per_weight, 0.0
+            mix, ffn = layer.mixer, layer.ffn
+            if mix is not None:
+                lw += mix.params / dep.tp * r["attention"].bytes_per_weight
+            if isinstance(mix, Attention):
+                entry = mix.kv_elems_per_token * ctx.b_kv / kv_shard(mix, dep.tp) + mix.indexer_elems_per_token * ctx.b_idx
+                lkv += mix.cached_entries(context_tokens) * entry
+            elif isinstance(mix, LinearMixer):
+                lkv += mix.state_elems * ctx.b_state / dep.tp
+            if isinstance(ffn, DenseFFN):
+                lw += ffn.params / dep.tp * r["dense_ffn"].bytes_per_weight
+            elif isinstance(ffn, MoE):
+                lw += (ffn.shared_params + ffn.router_params + ffn.latent_params) / dep.tp * r["shared_experts"].bytes_per_weight
+                lw += ffn.n_experts / dep.ep * ffn.expert_params / dep.moe_tp * r["routed_experts"].bytes_per_weight
+            w += lw * n
+            kv += lkv * n
+        if index == 0:
+            w += model.embed_params / dep.tp * r["embedding"].bytes_per_weight
+        if index == len(groups) - 1 and (model.lm_head_params or dep.pp > 1):
+            w += model.lm_head_matmul_params / dep.tp * r["lm_head"].bytes_per_weight
+        out.append((w, kv))
+    return out
+
+
+def memory_use(ctx: Context, batch: int, context_tokens: float) -> MemoryUse:
+    stages = stage_memory(ctx, context_tokens)
+    seqs = math.ceil(batch / ctx.dep.dp)
+    weights, kv = max(stages, key=lambda s: s[0] + s[1] * seqs)
+    capacity = ctx.k.usable_memory_fraction * ctx.hw.capacity_bytes
+    return MemoryUse(weights, kv, seqs, capacity)
+
+
+def max_batch(ctx: Context, context_tokens: float) -> int:
+    """Largest batch (over the deployment) whose weights and KV fit every chip; 0 if the weights alone do not."""
+    capacity = ctx.k.usable_memory_fraction * ctx.hw.capacity_bytes
+    best = math.inf
+    for weights, kv in stage_memory(ctx, context_tokens):
+        if weights > capacity:
+            return 0
+        if kv > 0:
+            best = min(best, (capacity - weights) / kv)
+    if best == math.inf:
+        return 10**9
+    return int(best) * ctx.dep.dp
+
+
+def kv_bytes_per_token(model, kv_precision: str = "bf16") -> float:
+    """KV-cache bytes one token adds over all layers of an unsharded model (full-context attention layers;
+    sliding-window and linear layers stop growing once their window or state is full, so they are left out)."""
+    from .precision import get_precision
+
+    width = get_precision(kv_precision).bytes_per_element
+    total = 0.0
+    for layer in model.layers:
+        att = layer.mixer
+        if isinstance(att, Attention) and att.window is None:
+            total += (att.kv_elems_per_token * width + att.indexer_elems_per_token * min(width, 1.0)) / att.compress_ratio
+    return total

@@ -1,0 +1,67 @@
+"""Human-readable tables (rich) for predictions; conversion to display units happens only here."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .predictor import Prediction
+
+GB = 1e9
+
+
+def _si(value: float, unit: str) -> str:
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def _time(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} us"
+
+
+def prediction_table(p: Prediction) -> Table:
+    d = p.deployment
+    t = Table(title=f"{p.model} on {p.chips} x {p.hardware}", show_header=False, title_justify="left")
+    t.add_column("quantity", style="bold")
+    t.add_column("value")
+    rows = [
+        ("layout", f"tp {d.tp} x pp {d.pp} x dp {d.dp}, ep {d.ep}; batch {d.batch}; {d.input_tokens} in / {d.output_tokens} out; engine {d.engine}"),
+        ("tokens/s per user", f"{p.tokens_per_s_per_user:.1f}  (bandwidth bound {p.bandwidth_bound_tokens_per_s_per_user:.1f})"),
+        ("time per output token", _time(p.time_per_output_token_s)),
+        ("TTFT", _time(p.ttft_s)),
+        ("throughput", f"{p.throughput_tokens_per_s:.1f} tok/s  ({p.throughput_tokens_per_s_per_chip:.1f} per chip)"),
+        ("memory per chip", f"{p.memory_per_chip_bytes / GB:.1f} GB of {p.capacity_per_chip_bytes / GB:.1f} GB usable "
+                            f"(weights {p.weights_per_chip_bytes / GB:.1f}, KV {p.kv_per_chip_bytes / GB:.2f})"),
+        ("bytes per step per chip", _si(p.bytes_per_step_per_chip, "B")),
+        ("max batch at this context", str(p.max_batch)),
+        ("fewest chips by capacity", str(p.min_chips)),
+    ]
+    if p.tokens_per_step != 1.0:
+        rows.append(("tokens per step (spec. decoding)", f"{p.tokens_per_step:.2f}"))
+    for k, v in rows:
+        t.add_row(k, v)
+    return t
+
+
+def breakdown_table(p: Prediction) -> Table:
+    t = Table(title="decode step breakdown (one token through every stage)", title_justify="left")
+    for col in ("op", "x", "time", "share", "bytes/chip", "FLOPs/chip", "bound"):
+        t.add_column(col, justify="right" if col not in ("op", "bound") else "left")
+    total = sum(op.time_s for op in p.breakdown) or 1.0
+    for op in p.breakdown:
+        t.add_row(op.name, str(op.count), _time(op.time_s), f"{op.time_s / total:.0%}",
+                  _si(op.bytes, "B") if op.bytes else "-", _si(op.flops, "FLOP") if op.flops else "-", op.bound)
+    return t
+
+
+def print_prediction(p: Prediction, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(prediction_table(p))
+    console.print(breakdown_table(p))
+    for a in p.assumptions:
+        console.print(f"[dim]assumption: {a}[/dim]")

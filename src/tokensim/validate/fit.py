@@ -1,0 +1,191 @@
+"""`tokensim fit`: fit the few empirical constants on the shipped measurements, reproducibly.
+
+Objective: mean |ln(predicted / measured)| over the modelled rows. Method: coordinate descent with a
+golden-section search per constant in log space, inside physical bounds, frontier rows pinned at the
+operating point the current constants choose and re-pinned between sweeps. Leave-one-source-out:
+refit without each source document (warm start, one sweep) and predict its rows.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..constants import overridden, reload
+from ..errors import TokensimError
+from .evaluate import freeze, predict_case
+from .rules import Case, Skip, build_case
+from ..stats import quantile
+from .run import evaluate_row, summarize
+from .table import read_rows
+
+
+@dataclass(frozen=True)
+class Param:
+    family: str
+    engine: str
+    name: str
+    lo: float
+    hi: float
+    why: str
+
+
+PARAMS = (
+    Param("default", "default", "hbm_bandwidth_fraction", 0.25, 0.95, "achieved HBM bandwidth, engines of unknown or stock tuning"),
+    Param("default", "tuned", "hbm_bandwidth_fraction", 0.25, 0.95, "achieved HBM bandwidth, TensorRT-LLM / SGLang / gpt-fast"),
+    Param("default", "basic", "hbm_bandwidth_fraction", 0.10, 0.95, "achieved HBM bandwidth, llama.cpp-class engines"),
+    Param("default", "default", "gemm_flops_fraction", 0.10, 0.90, "achieved dense FLOP/s in decode GEMMs"),
+    Param("default", "default", "prefill_flops_fraction", 0.10, 0.90, "achieved dense FLOP/s over a prefill"),
+    Param("default", "default", "kernel_gap_s", 0.2e-6, 10e-6, "idle time per kernel launch"),
+    Param("default", "default", "host_overhead_s", 1e-5, 3e-3, "host time per decode step"),
+    Param("cerebras-wafer", "default", "layer_latency_s", 1e-6, 60e-6, "wafer per-layer dataflow floor"),
+    Param("groq-lpu", "default", "layer_latency_s", 1e-6, 60e-6, "LPU per-layer floor"),
+)
+GOLDEN = (math.sqrt(5) - 1) / 2
+
+
+def overlay(values: dict[Param, float]) -> dict:
+    out: dict = {}
+    for p, v in values.items():
+        out.setdefault(p.family, {}).setdefault(p.engine, {})[p.name] = v
+    return out
+
+
+def _loss(cases: list[Case], values: dict[Param, float]) -> float:
+    total = 0.0
+    with overridden(overlay(values)):
+        for c in cases:
+            try:
+                v, _ = predict_case(c)
+                total += abs(math.log(v / c.row.value))
+            except TokensimError:
+                total += 3.0
+    return total / max(len(cases), 1)
+
+
+def _golden(f, lo: float, hi: float, steps: int) -> float:
+    a, b = math.log(lo), math.log(hi)
+    c, d = b - GOLDEN * (b - a), a + GOLDEN * (b - a)
+    fc, fd = f(math.exp(c)), f(math.exp(d))
+    for _ in range(steps):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - GOLDEN * (b - a)
+            fc = f(math.exp(c))
+        else:
+            a, c, fc = c, d, fd
+            d = a + GOLDEN * (b - a)
+            fd = f(math.exp(d))
+    return math.exp((a + b) / 2)
+
+
+def _relevant(p: Param, cases: list[Case]) -> list[Case]:
+    from ..hardware.catalog import catalog
+    out = []
+    for c in cases:
+        hw = catalog()[c.hardware]
+        if p.family != "default" and hw.family != p.family:
+            continue
+        if p.family == "default" and hw.kind in ("wafer", "lpu"):
+            continue
+        if p.engine != "default" and c.deployment.engine != p.engine:
+            continue
+        out.append(c)
+    return out
+
+
+def fit(cases: list[Case], start: dict[Param, float], sweeps: int = 2, steps: int = 9, progress=None) -> dict[Param, float]:
+    values = dict(start)
+    for _ in range(sweeps):
+        with overridden(overlay(values)):
+            pinned = [freeze(c) for c in cases]
+        for p in PARAMS:
+            rel = _relevant(p, pinned)
+            if rel:
+                values[p] = _golden(lambda v: _loss(rel, {**values, p: v}), p.lo, p.hi, steps)
+            if progress:
+                progress()
+    return values
+
+
+def start_values() -> dict[Param, float]:
+    from ..constants import constants_for
+    out = {}
+    for p in PARAMS:
+        kind = {"cerebras-wafer": "wafer", "groq-lpu": "lpu"}.get(p.family, "gpu")
+        out[p] = getattr(constants_for(p.family if p.family != "default" else "", kind if p.family != "default" else "", p.engine), p.name)
+    return out
+
+
+def buildable(path) -> list[Case]:
+    cases = []
+    for row in read_rows(path):
+        try:
+            cases.append(build_case(row))
+        except Skip:
+            continue
+    return cases
+
+
+def _stats(errors: list[float]) -> dict:
+    a = [abs(e) for e in errors]
+    return {"rows": len(a), "median_abs_error": statistics.median(a) if a else None, "p90_abs_error": quantile(a, 0.9) if a else None}
+
+
+def run_fit(path, out_path: Path, loso: bool = True, progress=None) -> dict:
+    """Fit, write `out_path` (TOML), return the report."""
+    cases = buildable(path)
+    fitted = fit(cases, start_values(), progress=progress)
+    with overridden(overlay(fitted)):
+        results = [evaluate_row(c.row) for c in cases]
+    summary = summarize(results)
+    loso_errors: list[float] = []
+    if loso:
+        sources = sorted({c.row.source_key for c in cases})
+        for src in sources:
+            train = [c for c in cases if c.row.source_key != src]
+            test = [c for c in cases if c.row.source_key == src]
+            values = fit(train, fitted, sweeps=1, steps=6)
+            with overridden(overlay(values)):
+                for c in test:
+                    r = evaluate_row(c.row)
+                    if r.error is not None:
+                        loso_errors.append(r.error)
+            if progress:
+                progress()
+    report = {
+        "date": _dt.date.today().isoformat(), "rows": summary.modelled, "fitted_constants": len(PARAMS),
+        "in_sample": {"median_abs_error": summary.median_abs_error, "p90_abs_error": summary.p90_abs_error},
+        "leave_one_source_out": _stats(loso_errors) if loso else None,
+        "values": {f"{p.family}.{p.engine}.{p.name}": v for p, v in fitted.items()},
+        "residuals": [(r.row.id, r.family, r.row.metric, math.log(r.predicted / r.row.value)) for r in results if r.predicted],
+    }
+    write_fitted(out_path, fitted, report)
+    reload()
+    return report
+
+
+def write_fitted(path: Path, fitted: dict[Param, float], report: dict) -> None:
+    lines = ["# Written by `tokensim fit`; do not edit by hand. Values here override constants.toml.",
+             f'date = "{report["date"]}"', f'rows = {report["rows"]}', f'fitted_constants = {report["fitted_constants"]}',
+             'objective = "mean |ln(predicted / measured)| over the modelled rows"',
+             f'in_sample_median_abs_error = {report["in_sample"]["median_abs_error"]:.4f}',
+             f'in_sample_p90_abs_error = {report["in_sample"]["p90_abs_error"]:.4f}']
+    lo = report.get("leave_one_source_out")
+    if lo and lo["rows"]:
+        lines += [f'loso_median_abs_error = {lo["median_abs_error"]:.4f}', f'loso_p90_abs_error = {lo["p90_abs_error"]:.4f}',
+                  f'loso_rows = {lo["rows"]}']
+    tables: dict = {}
+    for p, v in fitted.items():
+        tables.setdefault((p.family, p.engine), []).append((p, v))
+    for (fam, eng), items in tables.items():
+        lines.append(f"\n[constants.{fam}.{eng}]")
+        for p, v in items:
+            lines.append(f"{p.name} = {v:.6g}    # {p.why}; bounds [{p.lo:g}, {p.hi:g}]")
+    for rid, fam, metric, r in report["residuals"]:
+        lines.append(f'\n[[residuals]]\nid = "{rid}"\nfamily = "{fam}"\nmetric = "{metric}"\nlog_ratio = {r:.5f}')
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(path)

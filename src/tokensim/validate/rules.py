@@ -1,0 +1,257 @@
+"""General rules that turn a measurement row into a scenario; every rule used is named in the row's output.
+
+No rule looks at a row's id or value. Free text is read by aliases and precision words, so a new
+file with the same columns needs no code change.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from ..deployment import Deployment, SpecDecode
+from ..errors import TokensimError
+from ..hardware import catalog as hw_catalog
+from ..model import catalog as model_catalog
+from ..model.spec import ModelSpec
+from .table import Row
+
+DEFAULT_INPUT_TOKENS = 1000     # rule: unstated prompt length (Artificial Analysis-style ~1k-token prompts)
+DEFAULT_OUTPUT_TOKENS = 500     # rule: unstated output length
+BATCH_CAP_PER_REPLICA = 1024    # rule: engines cap running sequences (vLLM max_num_seqs 256-1024, TRT-LLM max_batch_size <= 2048)
+FRONTIER_NODE_CHIPS = 8         # rule: "best available config" dashboards report one 8-GPU node
+
+
+@dataclass(frozen=True)
+class Case:
+    row: Row
+    model: str
+    hardware: str
+    deployment: Deployment
+    mode: str                       # "per_user", "ttft", "decode_throughput", "offline_throughput", "frontier"
+    chips_rule: str                 # "given", "fewest", "frontier"
+    target_tps_user: float | None
+    assumptions: tuple[str, ...]
+
+
+class Skip(Exception):
+    """A row the rules cannot turn into a scenario; the message is the reason."""
+
+
+PRECISION_WORDS = (("nvfp4", "nvfp4"), ("mxfp4", "mxfp4"), ("q4_k_m", "q4_k_m"), ("g=32", "int4-g32"),
+                   ("int4", "int4"), ("4-bit", "int4"), ("fp4", "fp4"), ("int8", "int8"), ("fp8", "fp8"),
+                   ("8-bit", "fp8"), ("bf16", "bf16"), ("fp16", "bf16"), ("16-bit", "bf16"))
+
+
+def precision_word(text: str) -> str | None:
+    t = text.lower()
+    for word, name in PRECISION_WORDS:
+        if word in t:
+            return name
+    return None
+
+
+@lru_cache(maxsize=1)
+def speculative_defaults() -> dict:
+    path = Path(str(resources.files("tokensim") / "data" / "constants.toml"))
+    return tomllib.loads(path.read_text(encoding="utf-8"))["speculative"]
+
+
+def match_model(text: str) -> str:
+    if not text:
+        raise Skip("model not stated")
+    tries = [text, re.sub(r"\(.*?\)", "", text), re.sub(r"\(.*$", "", text)]
+    for t in list(tries):
+        tries.append(re.sub(r"[-\s](instruct|chat|base|it|\d{4})$", "", t.strip(), flags=re.I))
+    for t in tries:
+        name = model_catalog.find_name(t.strip())
+        if name:
+            return name
+    raise Skip(f"model {text!r} not in the catalog")
+
+
+def match_hardware(text: str) -> str:
+    if not text:
+        raise Skip("hardware not stated")
+    if re.search(r"undisclosed|not disclosed", text, re.I):
+        raise Skip(f"hardware {text!r} not disclosed")
+    tries = [text, re.sub(r"\s*x\s*\d+\s*$", "", text), re.sub(r"\(.*?\)", "", text), re.sub(r"\(.*$", "", text)]
+    for t in tries:
+        name = hw_catalog.find_name(t.strip())
+        if name:
+            return name
+    raise Skip(f"hardware {text!r} not in the catalog")
+
+
+def engine_class(text: str) -> str:
+    t = text.lower()
+    if re.search(r"tensorrt|sglang|gpt-fast|dynamo", t):
+        return "tuned"
+    if re.search(r"llama\.cpp|ollama|gguf", t):
+        return "basic"
+    return "default"
+
+
+def weight_rule(text: str, model: ModelSpec) -> tuple[str | None, str | None, str]:
+    """(weights for every linear group, weights for routed experts, assumption line)."""
+    if not text.strip():
+        return None, None, "weights: not stated; the checkpoint's own precision (config quantization block)"
+    everything = experts = None
+    for seg in re.split(r"[;/(]", text):
+        word = precision_word(seg)
+        if not word:
+            continue
+        if word == "fp4":   # generic FP4: the checkpoint's own 4-bit float format, else NVFP4
+            own = model.weights.routed_experts
+            word = own if own in ("mxfp4", "nvfp4") else "nvfp4"
+        s = seg.lower()
+        if re.search(r"expert|moe", s) and "dense" not in s:
+            experts = experts or word
+        elif everything is None:
+            everything = word
+    if everything is None and experts is None:
+        raise Skip(f"weight precision {text!r} not understood")
+    return everything, experts, f"weights: {text!r} read as all={everything or 'checkpoint'}, experts={experts or everything or 'checkpoint'}"
+
+
+def kv_rule(row: Row, weights: str | None, engine: str) -> tuple[str, str]:
+    word = precision_word(row.kv_precision) if row.kv_precision else None
+    if word:
+        return ("bf16" if word == "bf16" else "fp8"), f"KV: {row.kv_precision!r}"
+    if "kv" in row.weight_precision.lower() and "fp8" in row.weight_precision.lower():
+        return "fp8", "KV: FP8 (FP8-KV checkpoint named in the weight column)"
+    if "tensorrt" in row.provider_or_engine.lower() and weights in ("fp8", "nvfp4", "fp4"):
+        return "fp8", "KV: not stated; FP8, as TensorRT-LLM builds FP8/FP4 checkpoints with an FP8 KV cache (rule)"
+    return "bf16", "KV: not stated; bf16 (rule)"
+
+
+def spec_rule(text: str, model: ModelSpec) -> tuple[SpecDecode | None, str]:
+    t = text.lower().strip()
+    if not t or t == "none":
+        return None, "speculative decoding: none" if t else "speculative decoding: not stated; none (rule)"
+    if "best available" in t:
+        return None, "speculative decoding: 'best available config' may include it; modelled without (rule)"
+    d = speculative_defaults()
+    m = re.search(r"(?:k\s*=\s*|steps\s+|\()(\d+)", t)
+    k = int(m.group(1)) if m else 1
+    if "eagle-3" in t or "eagle3" in t:
+        method, rates = "eagle", d["eagle3_acceptance"]
+    elif "mtp" in t:
+        method, rates = "mtp", d["mtp_acceptance"]
+    elif "eagle" in t:
+        method, rates = "eagle", d["eagle_acceptance"]
+    else:
+        raise Skip(f"speculative decoding {text!r} not understood")
+    rates = tuple(rates[:k]) if len(rates) > 1 else tuple(rates)
+    if len(rates) not in (1, k):
+        rates = (rates[-1],)
+    return SpecDecode(method=method, draft_tokens=k, acceptance=rates), f"speculative decoding: {method} k={k}, acceptance {rates} (defaults in constants.toml)"
+
+
+def parallel_from_text(text: str, chips: int, is_moe: bool) -> tuple[int, int, int] | None:
+    """(tp, dp, ep) from 'TP=8, EP=1', 'TP8 attention, TP4xEP2 MoE', '--tp 4 --dp 4 --enable-dp-attention', ..."""
+    t = text.lower()
+    tp = re.search(r"(?:--tp|tp\s*=|\btp)\s*(\d+)", t)
+    if not tp:
+        return None
+    tp_n = int(tp.group(1))
+    dp_n = 1
+    dpm = re.search(r"--dp\s+(\d+)", t)
+    if dpm and "dp-attention" in t:
+        dp_n = int(dpm.group(1))
+        tp_n = max(1, tp_n // dp_n)
+    ep_n = 1
+    epm = re.search(r"(?:--ep|ep\s*=|\bep)\s*(\d+)", t)
+    if epm:
+        ep_n = int(epm.group(1))
+    elif is_moe and re.search(r"deepep|a2a|megamoe", t):
+        ep_n = tp_n * dp_n
+    if tp_n * dp_n != chips:
+        return None
+    return tp_n, dp_n, ep_n if (tp_n * dp_n) % ep_n == 0 else 1
+
+
+def target_interactivity(notes: str) -> float | None:
+    m = re.search(r"(\d+(?:\.\d+)?)\s*tok/s/user", notes)
+    return float(m.group(1)) if m else None
+
+
+def build_case(row: Row) -> Case:
+    name = match_model(row.model)
+    hw_name = match_hardware(row.hardware)
+    model = model_catalog.catalog_model(name)
+    hw = hw_catalog.catalog()[hw_name]
+    notes: list[str] = [f"model: {row.model!r} -> {name}", f"hardware: {row.hardware!r} -> {hw_name}"]
+    engine = engine_class(row.provider_or_engine + " " + row.weight_precision)
+    notes.append(f"engine class: {engine} (from {row.provider_or_engine!r})")
+    weights, experts, line = weight_rule(row.weight_precision, model)
+    notes.append(line)
+    kv, line = kv_rule(row, weights or experts, row.provider_or_engine)
+    notes.append(line)
+    spec, line = spec_rule(row.spec_decode, model)
+    notes.append(line)
+    inp = row.input_tokens or DEFAULT_INPUT_TOKENS
+    out = row.output_tokens or DEFAULT_OUTPUT_TOKENS
+    if row.input_tokens is None:
+        notes.append(f"input tokens: not stated; {DEFAULT_INPUT_TOKENS} (rule)")
+    if row.output_tokens is None:
+        notes.append(f"output tokens: not stated; {DEFAULT_OUTPUT_TOKENS} (rule)")
+    base = Deployment(weights=weights, expert_weights=experts, kv=kv, input_tokens=inp, output_tokens=out,
+                      engine=engine, spec=spec)
+    target = target_interactivity(row.notes) if row.metric.startswith("throughput") else None
+    text = f"{row.provider_or_engine} {row.notes}"
+    mode = {"output_tps_per_user": "per_user", "ttft_s": "ttft"}.get(row.metric, "offline_throughput")
+    if mode == "offline_throughput" and re.search(r"disagg|decode", row.notes, re.I):
+        mode = "decode_throughput"
+        notes.append("throughput: the decode pool of a prefill/decode split, decode only (rule)")
+    if target is not None and row.batch_approximate or (target is not None and row.batch is None):
+        chips = row.n_chips or min(FRONTIER_NODE_CHIPS, hw.chips_per_system or FRONTIER_NODE_CHIPS) or FRONTIER_NODE_CHIPS
+        notes.append(f"operating point: best layout on {chips} chips at >= {target} tok/s/user (frontier rule)")
+        return Case(row, name, hw_name, replace(base, tp=1, dp=chips), "frontier", "frontier", target, tuple(notes))
+    if row.batch is not None:
+        batch = row.batch
+        notes.append(f"batch: {batch}{' (approximate)' if row.batch_approximate else ''}")
+    elif mode == "per_user":
+        batch = 1
+        notes.append("batch: not stated; 1 for a per-user speed (rule)")
+    else:
+        batch = 0   # filled in below: the largest that fits
+    if row.n_chips is not None:
+        par = parallel_from_text(text, row.n_chips, model.is_moe)
+        if par:
+            tp, dp, ep = par
+            dep = replace(base, tp=tp, dp=dp, ep=ep, batch=max(batch, 1))
+            notes.append(f"layout: tp {tp} x dp {dp}, ep {ep} (from the source's text)")
+        elif model.is_moe and row.n_chips > 8:
+            dep = replace(base, tp=1, dp=row.n_chips, ep=row.n_chips, overlap_comm=True, batch=max(batch, 1))
+            notes.append(f"layout: {row.n_chips} chips as attention DP x wide EP with overlapped all-to-all (rule for MoE beyond one node)")
+        else:
+            from ..layout import layout_for_chips
+            dep = layout_for_chips(model, hw, row.n_chips, replace(base, batch=max(batch, 1)))
+            notes.append(f"layout: {row.n_chips} chips as tp {dep.tp} x pp {dep.pp} (rule: TP inside the scale-up domain)")
+        chips_rule = "given"
+    else:
+        if mode != "per_user" and mode != "ttft":
+            raise Skip("whole-system throughput with no chip count")
+        from ..layout import fewest_chips
+        try:
+            dep = fewest_chips(model, hw, replace(base, batch=max(batch, 1)))
+        except TokensimError as exc:
+            raise Skip(str(exc)) from None
+        notes.append(f"layout: chips not stated; fewest that fit: {dep.chips} (tp {dep.tp} x pp {dep.pp}) (rule)")
+        chips_rule = "fewest"
+    if batch == 0:
+        from ..constants import constants_for
+        from ..cost.context import make_context
+        from ..memory import max_batch
+        ctx = make_context(model, hw, dep, constants_for(hw.family, hw.kind, dep.engine))
+        fit = max_batch(ctx, inp + out)
+        if fit < 1:
+            raise Skip("weights do not fit the stated chips")
+        cap = BATCH_CAP_PER_REPLICA * dep.dp
+        dep = replace(dep, batch=min(fit, cap))
+        notes.append(f"batch: not stated; largest that fits ({fit}), capped at {cap} (rule)")
+    return Case(row, name, hw_name, dep, mode, chips_rule, target, tuple(notes))

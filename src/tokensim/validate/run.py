@@ -1,0 +1,98 @@
+"""Predict every row of a measurements table and summarize the error honestly."""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from ..errors import TokensimError
+from ..hardware.catalog import catalog
+from .evaluate import predict_case
+from .rules import Case, Skip, build_case
+from ..stats import quantile
+from .table import Row, read_rows
+
+
+def shipped_measurements() -> Path:
+    return Path(str(resources.files("tokensim") / "data" / "measurements.csv"))
+
+
+@dataclass(frozen=True)
+class Result:
+    row: Row
+    predicted: float | None = None
+    assumptions: tuple[str, ...] = ()
+    skipped_reason: str | None = None
+    family: str = ""
+
+    @property
+    def error(self) -> float | None:
+        """Signed relative error: predicted / measured - 1."""
+        return None if self.predicted is None else self.predicted / self.row.value - 1.0
+
+    def to_dict(self) -> dict:
+        d = {"id": self.row.id, "metric": self.row.metric, "measured": self.row.value, "source_url": self.row.source_url}
+        if self.skipped_reason:
+            d["skipped_reason"] = self.skipped_reason
+        else:
+            d.update(predicted=self.predicted, error=self.error, family=self.family, assumptions=list(self.assumptions))
+        return d
+
+
+def evaluate_row(row: Row) -> Result:
+    try:
+        case: Case = build_case(row)
+    except Skip as exc:
+        return Result(row, skipped_reason=str(exc))
+    try:
+        value, extra = predict_case(case)
+    except TokensimError as exc:
+        return Result(row, skipped_reason=f"scenario cannot be predicted: {exc}")
+    return Result(row, value, case.assumptions + extra, family=catalog()[case.hardware].family)
+
+
+@dataclass(frozen=True)
+class Summary:
+    total: int
+    modelled: int
+    median_abs_error: float
+    p90_abs_error: float
+    median_signed_error: float
+    by_family: dict = field(default_factory=dict)
+    by_metric: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"total": self.total, "modelled": self.modelled, "modelled_fraction": self.modelled / max(self.total, 1),
+                "median_abs_error": self.median_abs_error, "p90_abs_error": self.p90_abs_error,
+                "median_signed_error": self.median_signed_error, "by_family": self.by_family, "by_metric": self.by_metric}
+
+
+def _group(results: list[Result], key) -> dict:
+    groups: dict[str, list[float]] = {}
+    for r in results:
+        if r.error is not None:
+            groups.setdefault(key(r), []).append(r.error)
+    return {k: {"rows": len(v), "median_abs_error": statistics.median(abs(e) for e in v),
+                "p90_abs_error": quantile([abs(e) for e in v], 0.9)} for k, v in sorted(groups.items())}
+
+
+def summarize(results: list[Result]) -> Summary:
+    errs = [r.error for r in results if r.error is not None]
+    abs_errs = [abs(e) for e in errs]
+    return Summary(
+        total=len(results), modelled=len(errs),
+        median_abs_error=statistics.median(abs_errs) if errs else float("nan"),
+        p90_abs_error=quantile(abs_errs, 0.9), median_signed_error=statistics.median(errs) if errs else float("nan"),
+        by_family=_group(results, lambda r: r.family), by_metric=_group(results, lambda r: r.row.metric),
+    )
+
+
+def validate(path: str | Path | None = None, progress=None) -> tuple[list[Result], Summary]:
+    rows = read_rows(path or shipped_measurements())
+    results = []
+    for row in rows:
+        results.append(evaluate_row(row))
+        if progress:
+            progress()
+    return results, summarize(results)

@@ -42,9 +42,9 @@ def test_kv_bytes_mla_against_gqa():
 
 def test_int4_weights_move_about_a_quarter_of_bf16_bytes():
     """int4 with a 16-bit scale per 128 weights is 4.125 bits: 4.125/16 = 0.258 of bf16 for the linear weights."""
-    bf16 = tokensim.predict("llama-3.1-70b", "h200", tp=1, batch=1, weights="bf16")
-    int4 = tokensim.predict("llama-3.1-70b", "h200", tp=1, batch=1, weights="int4")
-    m = load_model("llama-3.1-70b")
+    bf16 = tokensim.predict("llama-3.1-8b", "h200", tp=1, batch=1, weights="bf16")
+    int4 = tokensim.predict("llama-3.1-8b", "h200", tp=1, batch=1, weights="int4")
+    m = load_model("llama-3.1-8b")
     linear = m.active_params - m.lm_head_params             # the LM head stays bf16
     expected = linear * 4.125 / 8 + m.lm_head_params * 2
     kv = bf16.bytes_per_step_per_chip - (linear + m.lm_head_params) * 2

@@ -24,7 +24,6 @@ class Constants:
     gemm_flops_fraction: float       # achieved / peak dense FLOP/s in decode GEMMs
     prefill_flops_fraction: float    # achieved / peak dense FLOP/s over a whole prefill
     kernel_gap_s: float              # idle time per kernel launch
-    kernels_per_layer: float
     layer_latency_s: float           # dataflow floor per layer (wafers, LPUs)
     host_overhead_s: float           # per decode step, outside the accelerator
     collective_latency_s: float      # one small all-reduce

@@ -24,19 +24,34 @@ class Shape:
         return self.seqs * self.q_per_seq
 
 
-def compute_op(ctx: Context, name: str, nbytes: float, flops: float, group: str) -> OpCost:
+# Kernel launches per op in a decode step, counted from vLLM/SGLang model code (a structural count, not
+# fitted): GQA projections = fused QKV GEMM, rotary, output GEMM, RMSNorm; MLA adds the low-rank q/kv
+# GEMMs and their norms; a gated FFN = norm, gate_up GEMM, activation, down GEMM; routed experts = router
+# GEMM, top-k, permute, two grouped GEMMs, activation, un-permute; each collective is one kernel.
+KERNELS = {"attn.proj": 4, "attn.proj.mla": 8, "attn.core": 1, "linear.proj": 4, "linear.state": 3,
+           "ffn": 4, "moe.shared": 4, "moe.experts": 7, "tp.allreduce": 1, "ep.dispatch": 1, "ep.combine": 1,
+           "lm_head": 2, "pp.hop": 1}
+
+
+def launch_s(ctx: Context, kernel_key: str) -> float:
+    return KERNELS.get(kernel_key, 1) * ctx.k.kernel_gap_s
+
+
+def compute_op(ctx: Context, name: str, nbytes: float, flops: float, group: str, kernel_key: str | None = None) -> OpCost:
     rate = ctx.rates[group]
-    return OpCost(name, nbytes, flops, 0.0, "", nbytes / ctx.bytes_per_s, flops * rate.s_per_flop, 0.0, 0.0)
+    return OpCost(name, nbytes, flops, 0.0, "", nbytes / ctx.bytes_per_s, flops * rate.s_per_flop, 0.0,
+                  launch_s(ctx, kernel_key or name))
 
 
-def weight_op(ctx: Context, name: str, params_per_chip: float, tokens: float, group: str) -> OpCost:
+def weight_op(ctx: Context, name: str, params_per_chip: float, tokens: float, group: str, kernel_key: str | None = None) -> OpCost:
     """A GEMM/GEMV over `params_per_chip` weights: read them once, 2 FLOPs per weight per token."""
-    return compute_op(ctx, name, params_per_chip * ctx.rates[group].bytes_per_weight, 2.0 * params_per_chip * tokens, group)
+    return compute_op(ctx, name, params_per_chip * ctx.rates[group].bytes_per_weight, 2.0 * params_per_chip * tokens,
+                      group, kernel_key)
 
 
 def comm_op(ctx: Context, name: str, nbytes: float, group_chips: int, latency_s: float) -> OpCost:
     t, link = ctx.link_time(nbytes, group_chips, latency_s)
-    return OpCost(name, 0.0, 0.0, nbytes, link, 0.0, 0.0, t, 0.0)
+    return OpCost(name, 0.0, 0.0, nbytes, link, 0.0, 0.0, t, launch_s(ctx, name))
 
 
 def kv_shard(att: Attention, tp: int) -> int:
@@ -46,7 +61,7 @@ def kv_shard(att: Attention, tp: int) -> int:
 
 def attention_ops(ctx: Context, att: Attention, s: Shape) -> list[OpCost]:
     tp = ctx.dep.tp
-    ops = [weight_op(ctx, "attn.proj", att.params / tp, s.tokens, "attention")]
+    ops = [weight_op(ctx, "attn.proj", att.params / tp, s.tokens, "attention", "attn.proj.mla" if att.kind == "mla" else None)]
     if ctx.prefill:
         mean_position = s.context / 2.0
         nbytes = s.tokens * att.kv_elems_per_token * ctx.b_kv / kv_shard(att, tp)
@@ -116,10 +131,8 @@ def layer_ops(ctx: Context, layer: Layer, s: Shape) -> list[OpCost]:
         ops.append(allreduce_op(ctx, s.tokens))
     if ctx.dep.overlap_comm:
         ops = hide_comm(ops)
-    k = ctx.k
-    floor = k.kernels_per_layer * k.kernel_gap_s + k.layer_latency_s
-    if floor:
-        ops.append(OpCost("floor", 0.0, 0.0, 0.0, "", 0.0, 0.0, 0.0, floor))
+    if ctx.k.layer_latency_s:
+        ops.append(OpCost("layer.floor", 0.0, 0.0, 0.0, "", 0.0, 0.0, 0.0, ctx.k.layer_latency_s))
     return ops
 
 
@@ -130,5 +143,5 @@ def hide_comm(ops: list[OpCost]) -> list[OpCost]:
     if comm == 0.0:
         return ops
     exposed = max(0.0, comm - work) / comm
-    return [o if o.t_comm_s == 0.0 else OpCost(o.name, o.bytes, o.flops, o.comm_bytes, o.link, 0.0, 0.0, o.t_comm_s * exposed, 0.0)
+    return [o if o.t_comm_s == 0.0 else OpCost(o.name, o.bytes, o.flops, o.comm_bytes, o.link, 0.0, 0.0, o.t_comm_s * exposed, o.t_fixed_s)
             for o in ops]

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from ..errors import bad_value
 from . import hf_extras, hf_layers, hf_quant
-from .hf_attention import v4_hyper_connection_params
 from .hf_fields import Fields
 from .spec import MoE, ModelSpec
 
@@ -43,7 +42,8 @@ def _deepseek_reference(cfg: dict) -> Fields:
 
 def _dbrx(cfg: dict) -> Fields:
     outer = Fields(cfg)
-    attn, ffn = outer.sub("attn_config") or Fields({}, "attn_config."), outer.sub("ffn_config") or Fields({}, "ffn_config.")
+    attn = outer.sub("attn_config") or Fields({}, "attn_config.")
+    ffn = outer.sub("ffn_config") or Fields({}, "ffn_config.")
     act = ffn.get("ffn_act_fn", {})
     data = dict(cfg, model_type="dbrx", hidden_size=cfg.get("d_model"), num_hidden_layers=cfg.get("n_layers"),
                 num_attention_heads=cfg.get("n_heads"), num_key_value_heads=attn.get("kv_n_heads"),
@@ -89,8 +89,8 @@ def spec_from_config(config: dict, name: str, source: str = "") -> ModelSpec:
     slots = hf_layers.plan(text, fam, hf_layers.n_layers(text, fam))
     layers = hf_layers.build_layers(text, fam, hidden, slots)
     final_norm = hidden
-    if fam == "deepseek_v4" and v4_hyper_connection_params(text, hidden):
-        m = text.int("hc_mult")
+    m = text.int("hc_mult", default=1) if fam == "deepseek_v4" else 1
+    if m > 1:
         final_norm += m * m * hidden + m + 1                         # hyper-connection head before the norm
     moe_at = [i for i, l in enumerate(layers) if isinstance(l.ffn, MoE)]
     dense_at = [i for i, s in enumerate(slots) if s.ffn == "dense"]

@@ -16,7 +16,7 @@ patch-merger projector (LayerNorm, 4*d x 4*d, 4*d x text hidden), which is a gue
 from __future__ import annotations
 
 from . import hf_layers
-from .hf_attention import deepseek_v4, v4_hyper_connection_params
+from .hf_attention import deepseek_v4
 from .hf_fields import Fields
 from .spec import Layer
 
@@ -40,10 +40,14 @@ def mtp_params(f: Fields, fam: str, hidden: int, layers: tuple[Layer, ...]) -> i
             total += module + body.params + m * m * hidden + m + 1
         return total
     if fam == "nemotron_h":
-        pattern = f.str("mtp_hybrid_override_pattern") or "".join(
-            {"attention": "*", "moe": "E", "mamba": "M", "mlp": "-"}[t] for t in f.list("mtp_layers_block_type", of=str) or ())
-        sub = Fields({**f.data, "hybrid_override_pattern": pattern, "num_hidden_layers": len(pattern)}, f.where)
-        body = hf_layers.build_layers(sub, fam, hidden, hf_layers.plan(sub, fam, len(pattern)))
+        data = {k: v for k, v in f.data.items() if k not in ("hybrid_override_pattern", "layers_block_type")}
+        if f.has("mtp_hybrid_override_pattern"):
+            data["hybrid_override_pattern"] = f.str("mtp_hybrid_override_pattern")
+        else:
+            data["layers_block_type"] = f.list("mtp_layers_block_type", of=str) or ["attention", "moe"]
+        sub = Fields(data, f.where)
+        blocks = len(hf_layers.nemotron_pattern(sub))
+        body = hf_layers.build_layers(sub, fam, hidden, hf_layers.plan(sub, fam, blocks))
         return n * (module + sum(l.params for l in body))
     return n * (module + layers[-1].params)
 

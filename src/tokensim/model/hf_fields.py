@@ -6,6 +6,7 @@ to HF names by `hf_config`, and `origin` keeps the file's own name for messages.
 """
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 from ..errors import bad_value
@@ -78,7 +79,7 @@ class Fields:
             raise bad_value(self.name(key), value, "a string")
         return value
 
-    def list(self, key: str, of: type = int, length: int | None = None) -> list | None:
+    def list(self, key: str, of: type = builtins.int, length: int | None = None) -> list | None:
         """A list of `of` (ints or strings), or None when the field is absent."""
         value = self.data.get(key)
         if value is None:

@@ -40,8 +40,16 @@ class Slot:
     ratio: int = 0             # DeepSeek V4 compress ratio
 
 
+_FAMILY_OF_TYPE = {"deepseek_v2": "mla", "deepseek_v3": "mla", "deepseek_v32": "mla", "kimi_k2": "mla",
+                   "glm_moe_dsa": "mla", "qwen3_next": "qwen_hybrid", "qwen3_5_text": "qwen_hybrid",
+                   "qwen3_5_moe_text": "qwen_hybrid"}
+
+
 def family(f: Fields) -> str:
+    """The family of a known model_type; otherwise guessed from the fields the config carries."""
     mt = f.str("model_type")
+    if mt in _FAMILY_OF_TYPE:
+        return _FAMILY_OF_TYPE[mt]
     if mt == "deepseek_v4" or f.has("compress_ratios"):
         return "deepseek_v4"
     if mt == "kimi_linear" or f.has("linear_attn_config"):
@@ -59,11 +67,11 @@ def family(f: Fields) -> str:
 
 def n_layers(f: Fields, fam: str) -> int:
     if fam == "nemotron_h" and not f.has("num_hidden_layers"):
-        return len(_nemotron_pattern(f))
+        return len(nemotron_pattern(f))
     return f.int("num_hidden_layers")
 
 
-def _nemotron_pattern(f: Fields) -> list[str]:
+def nemotron_pattern(f: Fields) -> list[str]:
     key = "hybrid_override_pattern" if f.has("hybrid_override_pattern") else "layers_block_type"
     pattern = list(f.str(key)) if key == "hybrid_override_pattern" else f.list(key, of=str)
     bad = [p for p in pattern if p not in _NEMOTRON]
@@ -98,7 +106,7 @@ def _gqa_windows(f: Fields, model_type: str, n: int) -> list[tuple[str, int | No
 def plan(f: Fields, fam: str, n: int) -> list[Slot]:
     mt = f.str("model_type")
     if fam == "nemotron_h":
-        return [Slot(*_NEMOTRON[p]) for p in _nemotron_pattern(f)[:n]]
+        return [Slot(*_NEMOTRON[p]) for p in nemotron_pattern(f)[:n]]
     moe = ffn.moe_flags(f, n)
     ffns = ["moe" if m else "dense" for m in moe]
     if fam == "gqa":
@@ -128,7 +136,7 @@ def plan(f: Fields, fam: str, n: int) -> list[Slot]:
     raise bad_value("model_type", mt, "a supported family")
 
 
-def norm_params(f: Fields, fam: str, hidden: int, slot: Slot) -> int:
+def norm_params(f: Fields, fam: str, hidden: int) -> int:
     """RMSNorm/LayerNorm weights of one layer (plus DeepSeek V4's hyper-connection maps)."""
     mt = f.str("model_type")
     if fam == "nemotron_h":
@@ -145,11 +153,11 @@ def build_layers(f: Fields, fam: str, hidden: int, slots: list[Slot]) -> tuple[L
     built: dict[Slot, Layer] = {}
     for s in slots:
         if s not in built:
-            built[s] = Layer(build_mixer(f, fam, hidden, s), build_ffn(f, hidden, s.ffn), norm_params(f, fam, hidden, s))
+            built[s] = Layer(build_mixer(f, hidden, s), build_ffn(f, hidden, s.ffn), norm_params(f, fam, hidden))
     return tuple(built[s] for s in slots)
 
 
-def build_mixer(f: Fields, fam: str, hidden: int, s: Slot):
+def build_mixer(f: Fields, hidden: int, s: Slot):
     mt = f.str("model_type")
     if s.mixer in ("attn", "attn_global", "attn_sparse"):
         return attn.gqa(f, mt, hidden, s.window, global_layer=s.mixer == "attn_global", sparse=s.mixer == "attn_sparse")

@@ -28,12 +28,14 @@ from .hf_fields import Fields
 from .spec import WeightPrecisions
 
 _PREFIXES = ("model.layers", "language_model.model.layers", "model.language_model.layers")
+_LAYER_GROUPS = ("attention", "dense_ffn", "shared_experts", "routed_experts")
 _GROUP_MODULES = {
     "attention": ("self_attn.q_proj", "self_attn.o_proj", "self_attn.q_a_proj", "self_attn.kv_b_proj", "attn.wq_a",
                   "mixer.in_proj", "linear_attn.out_proj", "attention.wqkv"),
     "dense_ffn": ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "feed_forward.gate_proj", "mixer.up_proj"),
-    "shared_experts": ("mlp.shared_experts.gate_proj", "mlp.shared_expert.gate_proj", "feed_forward.shared_expert.gate_proj",
-                       "block_sparse_moe.shared_experts.gate_proj", "mixer.shared_experts.up_proj", "ffn.shared_experts.w1"),
+    "shared_experts": ("mlp.shared_experts.gate_proj", "mlp.shared_expert.gate_proj",
+                       "feed_forward.shared_expert.gate_proj", "block_sparse_moe.shared_experts.gate_proj",
+                       "mixer.shared_experts.up_proj", "ffn.shared_experts.w1"),
     "router": ("mlp.gate", "mlp.router", "block_sparse_moe.gate", "feed_forward.router", "mixer.gate", "ffn.gate"),
     "routed_experts": ("mlp.experts.0.gate_proj", "mlp.experts.gate_up_proj", "block_sparse_moe.experts.0.w1",
                        "feed_forward.experts.gate_up_proj", "mixer.experts.0.up_proj", "ffn.experts.0.w1"),
@@ -94,21 +96,19 @@ def weights(text: Fields, outer: Fields, first_dense: int, first_moe: int, has_s
     """Precisions per group; `first_dense`/`first_moe` are layer indices used for the representative names."""
     base = _base_dtype(text, outer)
     qc = text.sub("quantization_config") or outer.sub("quantization_config")
-    groups = {g: base for g in ("attention", "dense_ffn", "shared_experts", "routed_experts", "embedding", "lm_head")}
+    groups = dict.fromkeys(_LAYER_GROUPS + ("embedding", "lm_head"), base)
     if qc is None:
         if text.str("dtype") == "fp8":                               # DeepSeek reference-code config
-            groups.update(attention="fp8", dense_ffn="fp8", shared_experts="fp8", routed_experts="fp8")
+            groups.update(dict.fromkeys(_LAYER_GROUPS, "fp8"))
         return WeightPrecisions(**groups)
     method = qc.str("quant_method")
-    if method == "fp8":
-        scheme, ignore, linear = "fp8", qc.list("modules_to_not_convert", of=str) or [], ["attention", "dense_ffn",
-                                                                                           "shared_experts", "routed_experts"]
-    elif method == "mxfp4":
-        scheme, ignore, linear = "mxfp4", qc.list("modules_to_not_convert", of=str) or [], ["routed_experts"]
+    if method in ("fp8", "mxfp4"):
+        scheme, ignore = method, qc.list("modules_to_not_convert", of=str) or []
+        linear = _LAYER_GROUPS if method == "fp8" else ("routed_experts",)
     else:
         scheme = _scheme(qc)
         ignore = qc.list("ignore", of=str) or qc.list("exclude_modules", of=str) or []
-        linear = ["attention", "dense_ffn", "shared_experts", "routed_experts", "lm_head"]
+        linear = _LAYER_GROUPS + ("lm_head",)
     if scheme is None:
         return WeightPrecisions(**groups)
     index = {"dense_ffn": first_dense}

@@ -229,9 +229,21 @@ def build_case(row: Row) -> Case:
             dep = replace(base, tp=1, dp=row.n_chips, ep=row.n_chips, overlap_comm=True, batch=max(batch, 1))
             notes.append(f"layout: {row.n_chips} chips as attention DP x wide EP with overlapped all-to-all (rule for MoE beyond one node)")
         else:
-            from ..layout import layout_for_chips
-            dep = layout_for_chips(model, hw, row.n_chips, replace(base, batch=max(batch, 1)))
-            notes.append(f"layout: {row.n_chips} chips as tp {dep.tp} x pp {dep.pp} (rule: TP inside the scale-up domain)")
+            from ..layout import fewest_chips, layout_for_chips
+            up = hw.link("scale_up")
+            domain = up.domain_chips if up and up.domain_chips else row.n_chips
+            try:
+                if row.n_chips > domain:
+                    replica = fewest_chips(model, hw, replace(base, batch=1))
+                    dp = max(1, row.n_chips // replica.chips)
+                    dep = replace(replica, dp=dp, batch=max(batch, dp))
+                    notes.append(f"layout: {row.n_chips} chips beyond one scale-up domain as {dp} replicas of "
+                                 f"tp {replica.tp} x pp {replica.pp} (rule: the fewest chips that fit, replicated)")
+                else:
+                    dep = layout_for_chips(model, hw, row.n_chips, replace(base, batch=max(batch, 1)))
+                    notes.append(f"layout: {row.n_chips} chips as tp {dep.tp} x pp {dep.pp} (rule: TP inside the scale-up domain)")
+            except TokensimError as exc:
+                raise Skip(f"no layout on {row.n_chips} x {hw.name}: {exc}") from None
         chips_rule = "given"
     else:
         if mode != "per_user" and mode != "ttft":

@@ -1,8 +1,8 @@
 """Empirical constants: achieved fractions of datasheet peaks and latency floors, by hardware family and engine.
 
 They live in data/constants.toml with the evidence for each; `tokensim fit` writes data/fitted.toml,
-whose values take precedence. Lookup order: [family.engine], [family.default], [default.engine],
-[default.default]. Nothing here is a datasheet figure.
+whose values take precedence. Lookup order, most specific first: [family.engine], [family.default], [vendor.engine],
+[vendor.default], [kind.engine], [kind.default], [default.engine], [default.default]. Nothing here is a datasheet figure.
 """
 from __future__ import annotations
 
@@ -21,11 +21,13 @@ ENGINES = ("default", "tuned", "basic")
 @dataclass(frozen=True)
 class Constants:
     hbm_bandwidth_fraction: float    # achieved / peak bandwidth of the tier holding the weights
-    gemm_flops_fraction: float       # achieved / peak dense FLOP/s in decode GEMMs
+    gemm_flops_fraction: float       # achieved / peak dense FLOP/s of a large GEMM
+    gemm_half_rows: float            # token rows at which a GEMM reaches half that rate
     prefill_flops_fraction: float    # achieved / peak dense FLOP/s over a whole prefill
     kernel_gap_s: float              # idle time per kernel launch
     layer_latency_s: float           # dataflow floor per layer (wafers, LPUs)
     host_overhead_s: float           # per decode step, outside the accelerator
+    request_overhead_s: float        # per request served over HTTP/API: tokenization, scheduling, transport
     collective_latency_s: float      # one small all-reduce
     all_to_all_latency_s: float      # one EP dispatch or combine
     link_bandwidth_fraction: float
@@ -45,36 +47,38 @@ def _tables() -> tuple[dict, dict]:
     return _read(Path(str(data / "constants.toml"))), _read(Path(str(data / "fitted.toml")))
 
 
-_OVERLAY: dict = {}   # set only by `overridden`, for fitting
+_OVERLAY: dict = {}      # set only by `overridden`, for fitting
+_USE_FITTED: bool = True   # cleared only by `overridden(..., use_fitted=False)`, so a fit starts from constants.toml
 
 
-def _levels(family: str, kind: str, engine: str) -> tuple[tuple[str, str], ...]:
+def _levels(family: str, kind: str, engine: str, vendor: str = "") -> tuple[tuple[str, str], ...]:
     return (("default", "default"), ("default", engine), (kind, "default"), (kind, engine),
-            (family, "default"), (family, engine))
+            (vendor, "default"), (vendor, engine), (family, "default"), (family, engine))
 
 
-def _lookup(family: str, kind: str, engine: str) -> dict:
+def _lookup(family: str, kind: str, engine: str, vendor: str = "") -> dict:
     """Most specific level wins; within a level, fitted values (and a fitting overlay) beat the base file."""
     base, fitted = _tables()
     merged: dict = {}
-    for fam, eng in _levels(family, kind, engine):
+    for fam, eng in _levels(family, kind, engine, vendor):
         merged.update(base.get(fam, {}).get(eng, {}))
-        merged.update(fitted.get("constants", {}).get(fam, {}).get(eng, {}))
+        if _USE_FITTED:
+            merged.update(fitted.get("constants", {}).get(fam, {}).get(eng, {}))
         merged.update(_OVERLAY.get(fam, {}).get(eng, {}))
     return merged
 
 
 @contextmanager
-def overridden(values: dict):
+def overridden(values: dict, use_fitted: bool = True):
     """Temporarily set constants, as {family: {engine: {name: value}}}; used by `tokensim fit`."""
-    global _OVERLAY
-    saved = _OVERLAY
-    _OVERLAY = values
+    global _OVERLAY, _USE_FITTED
+    saved = _OVERLAY, _USE_FITTED
+    _OVERLAY, _USE_FITTED = values, use_fitted
     constants_for.cache_clear()
     try:
         yield
     finally:
-        _OVERLAY = saved
+        _OVERLAY, _USE_FITTED = saved
         constants_for.cache_clear()
 
 
@@ -85,10 +89,10 @@ def reload() -> None:
 
 
 @lru_cache(maxsize=256)
-def constants_for(family: str, kind: str = "", engine: str = "default") -> Constants:
+def constants_for(family: str, kind: str = "", engine: str = "default", vendor: str = "") -> Constants:
     if engine not in ENGINES:
         raise bad_value("engine", engine, f"one of {', '.join(ENGINES)}")
-    values = _lookup(family, kind, engine)
+    values = _lookup(family, kind, engine, vendor.lower())
     return Constants(**{f.name: float(values[f.name]) for f in fields(Constants)})
 
 
@@ -106,3 +110,8 @@ def evidence(family: str, kind: str = "", engine: str = "default") -> dict[str, 
 def fitted_table() -> dict:
     """The whole fitted.toml (constants, residuals, error report); empty before the first fit."""
     return _tables()[1]
+
+
+def for_hardware(hw, engine: str = "default") -> Constants:
+    """The constants for a HardwareSpec (its family, kind and vendor) and an engine class."""
+    return constants_for(hw.family, hw.kind, engine, hw.vendor)

@@ -48,7 +48,9 @@ class Deployment:
     tp: int = 1
     pp: int = 1
     ep: int = 1
-    dp: int = 1
+    dp: int = 1                         # independent replicas (each holds every weight)
+    attn_dp: int = 1                    # attention data-parallel ranks inside a replica (SGLang --enable-dp-attention)
+    redundant_experts: int = 0          # extra expert slots so that ep divides them (DeepSeek: 32 at EP144)
     stage_layers: tuple[int, ...] | None = None   # layers per pipeline stage, in order; None splits evenly
     weights: str | None = None          # stored precision of every linear weight (embedding/LM head keep the model's)
     expert_weights: str | None = None   # stored precision of routed experts only (wins over `weights`)
@@ -63,7 +65,7 @@ class Deployment:
     overlap_comm: bool = False          # EP/AFD communication hidden behind compute (two-micro-batch overlap)
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "ep", "dp"):
+        for name in ("tp", "pp", "ep", "dp", "attn_dp"):
             v = getattr(self, name)
             require(isinstance(v, int) and v >= 1, name, v, "an integer >= 1")
         require(isinstance(self.batch, int) and self.batch >= 1, "batch", self.batch, "an integer >= 1")
@@ -78,17 +80,29 @@ class Deployment:
         if self.stage_layers is not None:
             require(len(self.stage_layers) == self.pp, "stage_layers", self.stage_layers, f"{self.pp} stage sizes (one per pipeline stage)")
             require(all(n >= 1 for n in self.stage_layers), "stage_layers", self.stage_layers, "at least one layer in every stage")
-        require((self.tp * self.dp) % self.ep == 0, "ep", self.ep, f"a divisor of tp x dp = {self.tp * self.dp} (experts are spread over the chips of a stage)")
+        require((self.tp * self.attn_dp) % self.ep == 0, "ep", self.ep,
+                f"a divisor of tp x attn_dp = {self.tp * self.attn_dp} (experts are spread over the chips of a stage)")
+        require(self.redundant_experts >= 0, "redundant_experts", self.redundant_experts, "an integer >= 0")
         require(self.micro_batches is None or self.micro_batches >= 1, "micro_batches", self.micro_batches, "an integer >= 1")
 
     @property
     def chips(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.attn_dp * self.pp * self.dp
+
+    @property
+    def stage_chips(self) -> int:
+        """Chips of one pipeline stage of one replica."""
+        return self.tp * self.attn_dp
 
     @property
     def moe_tp(self) -> int:
         """Tensor-parallel degree inside each routed expert."""
-        return self.tp * self.dp // self.ep
+        return self.tp * self.attn_dp // self.ep
+
+    @property
+    def seqs_per_rank(self) -> int:
+        """Sequences held by the busiest attention rank."""
+        return -(-self.batch // (self.dp * self.attn_dp))
 
     def stages(self, n_layers: int) -> tuple[int, ...]:
         """Layers per stage; an even split puts the remainder on the first stages."""

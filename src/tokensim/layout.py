@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from .constants import constants_for
+from .constants import for_hardware
 from .cost.context import make_context
 from .deployment import Deployment
 from .errors import TokensimError, bad_value
@@ -23,15 +23,17 @@ def check_against_model(model: ModelSpec, dep: Deployment) -> None:
         if att.n_heads % dep.tp:
             raise bad_value("tp", dep.tp, f"a divisor of the model's {att.n_heads} attention heads")
     for moe in {l.ffn for l in model.layers if isinstance(l.ffn, MoE)}:
-        if moe.n_experts % dep.ep:
-            raise bad_value("ep", dep.ep, f"a divisor of the model's {moe.n_experts} routed experts")
+        if (moe.n_experts + dep.redundant_experts) % dep.ep:
+            raise bad_value("ep", dep.ep, f"a divisor of the model's {moe.n_experts} routed experts"
+                            + (f" plus {dep.redundant_experts} redundant" if dep.redundant_experts else "")
+                            + " (set redundant_experts to pad)")
     if dep.ep > 1 and not model.is_moe:
         raise bad_value("ep", dep.ep, "1 for a model without routed experts")
     dep.stages(model.n_layers)
 
 
 def fit_error(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> TokensimError | None:
-    ctx = make_context(model, hw, dep, constants_for(hw.family, hw.kind, dep.engine))
+    ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine))
     use = memory_use(ctx, dep.batch, dep.input_tokens + dep.output_tokens)
     if use.fits:
         return None
@@ -41,7 +43,7 @@ def fit_error(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> TokensimEr
         f"(weights {use.weights_per_chip_bytes / gb:.1f} GB + KV/state {use.kv_per_chip_bytes / gb:.1f} GB for "
         f"{use.seqs_per_chip} sequences of {dep.input_tokens + dep.output_tokens} tokens) against "
         f"{use.capacity_per_chip_bytes / gb:.1f} GB usable on {hw.name} ({dep.chips} chips, tp={dep.tp} pp={dep.pp} "
-        f"ep={dep.ep} dp={dep.dp}); add chips, lower the batch or context, or store weights at lower precision"
+        f"ep={dep.ep} attn_dp={dep.attn_dp} dp={dep.dp}); add chips, lower the batch or context, or store weights at lower precision"
     )
 
 
@@ -61,9 +63,10 @@ def _tp_options(model: ModelSpec, limit: int) -> list[int]:
 def layout_for_chips(model: ModelSpec, hw: HardwareSpec, chips: int, base: Deployment) -> Deployment:
     """TP inside the scale-up domain, pipeline stages beyond it; SRAM chips pipeline first (one layer per chip at most)."""
     if hw.kind in SRAM_KINDS:
-        pp = min(chips, model.n_layers)
-        tp = max(1, chips // pp)
-        return replace(base, tp=tp, pp=pp, dp=1, stage_layers=None)
+        for tp in _tp_options(model, chips):
+            if chips % tp == 0 and chips // tp <= model.n_layers:
+                return replace(base, tp=tp, pp=chips // tp, dp=1, attn_dp=1, stage_layers=None)
+        raise bad_value("chips", chips, f"a count that splits into tp x pp with at most {model.n_layers} stages for this model")
     up = hw.link("scale_up")
     domain = up.domain_chips if up and up.domain_chips else chips
     tps = [t for t in _tp_options(model, min(chips, domain)) if chips % t == 0]
@@ -71,18 +74,20 @@ def layout_for_chips(model: ModelSpec, hw: HardwareSpec, chips: int, base: Deplo
     pp = chips // tp
     if pp > model.n_layers:
         raise bad_value("chips", chips, f"at most {tp * model.n_layers} for this model on {hw.name} (tp {tp} x one layer per stage)")
-    return replace(base, tp=tp, pp=pp, dp=1, stage_layers=None)
+    return replace(base, tp=tp, pp=pp, dp=1, attn_dp=1, stage_layers=None)
 
 
 def fewest_chips(model: ModelSpec, hw: HardwareSpec, base: Deployment, limit: int = 4096) -> Deployment:
     """The smallest layout (by the rules of layout_for_chips) whose weights and KV fit."""
-    ctx = make_context(model, hw, base, constants_for(hw.family, hw.kind, base.engine))
+    ctx = make_context(model, hw, base, for_hardware(hw, base.engine))
     use = memory_use(ctx, base.batch, base.input_tokens + base.output_tokens)
     estimate = max(1, math.ceil(use.per_chip_bytes / use.capacity_per_chip_bytes))
-    candidates = sorted({n for n in range(estimate, min(limit, 4 * estimate + 64) + 1)})
-    if hw.kind not in SRAM_KINDS:
-        powers = [2**i for i in range(13) if 2**i >= estimate and 2**i <= limit]
-        candidates = powers or candidates
+    if hw.kind in SRAM_KINDS:
+        tps = _tp_options(model, limit)
+        candidates = sorted({tp * pp for tp in tps for pp in range(max(1, estimate // tp), model.n_layers + 1)
+                             if estimate <= tp * pp <= limit})
+    else:
+        candidates = [2**i for i in range(13) if estimate <= 2**i <= limit]
     for chips in candidates:
         try:
             dep = layout_for_chips(model, hw, chips, base)

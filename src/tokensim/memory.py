@@ -51,7 +51,7 @@ def stage_memory(ctx: Context, context_tokens: float) -> list[tuple[float, float
                 lw += ffn.params / dep.tp * r["dense_ffn"].bytes_per_weight
             elif isinstance(ffn, MoE):
                 lw += (ffn.shared_params + ffn.router_params + ffn.latent_params) / dep.tp * r["shared_experts"].bytes_per_weight
-                lw += ffn.n_experts / dep.ep * ffn.expert_params / dep.moe_tp * r["routed_experts"].bytes_per_weight
+                lw += (ffn.n_experts + dep.redundant_experts) / dep.ep * ffn.expert_params / dep.moe_tp * r["routed_experts"].bytes_per_weight
             w += lw * n
             kv += lkv * n
         if index == 0:
@@ -64,7 +64,7 @@ def stage_memory(ctx: Context, context_tokens: float) -> list[tuple[float, float
 
 def memory_use(ctx: Context, batch: int, context_tokens: float) -> MemoryUse:
     stages = stage_memory(ctx, context_tokens)
-    seqs = math.ceil(batch / ctx.dep.dp)
+    seqs = math.ceil(batch / (ctx.dep.dp * ctx.dep.attn_dp))
     weights, kv = max(stages, key=lambda s: s[0] + s[1] * seqs)
     capacity = ctx.k.usable_memory_fraction * ctx.hw.capacity_bytes
     return MemoryUse(weights, kv, seqs, capacity)
@@ -81,7 +81,7 @@ def max_batch(ctx: Context, context_tokens: float) -> int:
             best = min(best, (capacity - weights) / kv)
     if best == math.inf:
         return 10**9
-    return int(best) * ctx.dep.dp
+    return int(best) * ctx.dep.dp * ctx.dep.attn_dp
 
 
 def kv_bytes_per_token(model, kv_precision: str = "bf16") -> float:

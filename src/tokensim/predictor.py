@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from .constants import constants_for
+from .constants import for_hardware
 from .cost.context import make_context
 from .cost.layer import Shape, layer_ops, weight_op
 from .cost.ops import OpSummary
@@ -70,18 +70,18 @@ def _draft_step_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment, seqs: flo
     if spec.method == "draft":
         draft = load_model(spec.draft_model)
         ddep = replace(dep, pp=1, stage_layers=None, ep=1, spec=None, weights=None, expert_weights=None)
-        ctx = make_context(draft, hw, ddep, constants_for(hw.family, hw.kind, dep.engine))
-        shape = Shape(seqs, 1.0, decode_context(dep), seqs * dep.dp)
+        ctx = make_context(draft, hw, ddep, for_hardware(hw, dep.engine))
+        shape = Shape(seqs, 1.0, decode_context(dep), seqs * dep.attn_dp)
         return step_cost(ctx, shape).latency_s - ctx.k.host_overhead_s
-    ctx = make_context(model, hw, replace(dep, spec=None), constants_for(hw.family, hw.kind, dep.engine))
-    shape = Shape(seqs, 1.0, decode_context(dep), seqs * dep.dp)
+    ctx = make_context(model, hw, replace(dep, spec=None), for_hardware(hw, dep.engine))
+    shape = Shape(seqs, 1.0, decode_context(dep), seqs * dep.attn_dp)
     head = layer_ops(ctx, model.layers[-1], shape)
     head.append(weight_op(ctx, "lm_head", model.lm_head_matmul_params / dep.tp, seqs, "lm_head"))
     return sum(op.time_s for op in head)
 
 
 def _ttft(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> StepCost | float:
-    ctx = make_context(model, hw, dep, constants_for(hw.family, hw.kind, dep.engine), prefill=True)
+    ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine), prefill=True)
     chunks = min(dep.pp, dep.input_tokens)
     q = dep.input_tokens / chunks
     cost = step_cost(ctx, Shape(1.0, q, float(dep.input_tokens), q))
@@ -94,14 +94,14 @@ def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assu
     err = fit_error(model, hw, dep)
     if err is not None:
         raise err
-    k = constants_for(hw.family, hw.kind, dep.engine)
+    k = for_hardware(hw, dep.engine)
     ctx = make_context(model, hw, dep, k)
-    seqs = math.ceil(dep.batch / dep.dp)
+    seqs = dep.seqs_per_rank
     micro = dep.micro_batches or min(dep.pp, seqs)
     micro = min(micro, seqs)
     q = 1.0 + (dep.spec.draft_tokens if dep.spec else 0)
     mb_seqs = seqs / micro
-    shape = Shape(mb_seqs, q, decode_context(dep), mb_seqs * dep.dp * q)
+    shape = Shape(mb_seqs, q, decode_context(dep), mb_seqs * dep.attn_dp * q)
     cost = step_cost(ctx, shape)
     cycle = max(cost.latency_s, micro * max(cost.stage_s) + cost.host_s)
     tokens_per_step = dep.spec.expected_tokens_per_step if dep.spec else 1.0
@@ -153,6 +153,8 @@ def predict(
     pp: int | None = None,
     ep: int = 1,
     dp: int = 1,
+    attn_dp: int = 1,
+    redundant_experts: int = 0,
     stage_layers: tuple[int, ...] | None = None,
     weights: str | None = None,
     expert_weights: str | None = None,
@@ -170,7 +172,8 @@ def predict(
     `tokensim hardware`) or are paths to a config.json / hardware TOML. With no chips, tp or pp given,
     the fewest chips that hold the weights and KV are used."""
     m, hw = load_model(model), load_hardware(hardware)
-    base = Deployment(tp=tp or 1, pp=pp or 1, ep=ep, dp=dp, stage_layers=stage_layers, weights=weights,
+    base = Deployment(tp=tp or 1, pp=pp or 1, ep=ep, dp=dp, attn_dp=attn_dp, redundant_experts=redundant_experts,
+                      stage_layers=stage_layers, weights=weights,
                       expert_weights=expert_weights, compute=compute, kv=kv, batch=batch,
                       input_tokens=input_tokens, output_tokens=output_tokens, engine=engine, spec=spec,
                       micro_batches=micro_batches, overlap_comm=overlap_comm)
@@ -180,22 +183,22 @@ def predict(
             dep = fewest_chips(m, hw, base)
             notes.append(f"layout: fewest chips that fit ({dep.chips}: tp {dep.tp} x pp {dep.pp})")
         else:
-            dep = layout_for_chips(m, hw, chips // dp, base)
-            dep = replace(dep, dp=dp, ep=ep)
-            notes.append(f"layout: {chips} chips as tp {dep.tp} x pp {dep.pp} x dp {dep.dp}")
+            dep = layout_for_chips(m, hw, chips // (dp * attn_dp), base)
+            dep = replace(dep, dp=dp, attn_dp=attn_dp, ep=ep)
+            notes.append(f"layout: {chips} chips as tp {dep.tp} x attn_dp {dep.attn_dp} x pp {dep.pp} x dp {dep.dp}")
     else:
         dep = base
         if chips is not None and chips != dep.chips:
-            raise TokensimError(f"chips = {chips}: expected tp x pp x dp = {dep.chips}")
+            raise TokensimError(f"chips = {chips}: expected tp x attn_dp x pp x dp = {dep.chips}")
     return predict_deployment(m, hw, dep, tuple(notes))
 
 
 def batch_prefill_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> float:
     """Time to prefill every sequence of the batch once (all prompts, weights read once per stage)."""
-    ctx = make_context(model, hw, dep, constants_for(hw.family, hw.kind, dep.engine), prefill=True)
-    seqs = math.ceil(dep.batch / dep.dp)
+    ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine), prefill=True)
+    seqs = dep.seqs_per_rank
     cost = step_cost(ctx, Shape(float(seqs), float(dep.input_tokens), float(dep.input_tokens),
-                                float(seqs * dep.dp * dep.input_tokens)))
+                                float(seqs * dep.attn_dp * dep.input_tokens)))
     return sum(cost.stage_s) + (dep.pp - 1) * cost.hop_s + cost.host_s
 
 

@@ -30,7 +30,7 @@ def prediction_table(p: Prediction) -> Table:
     t.add_column("quantity", style="bold")
     t.add_column("value")
     rows = [
-        ("layout", f"tp {d.tp} x pp {d.pp} x dp {d.dp}, ep {d.ep}; batch {d.batch}; {d.input_tokens} in / {d.output_tokens} out; engine {d.engine}"),
+        ("layout", f"tp {d.tp} x attn_dp {d.attn_dp} x pp {d.pp} x dp {d.dp}, ep {d.ep}; batch {d.batch}; {d.input_tokens} in / {d.output_tokens} out; engine {d.engine}"),
         ("tokens/s per user", f"{p.tokens_per_s_per_user:.1f}  (bandwidth bound {p.bandwidth_bound_tokens_per_s_per_user:.1f})"),
         ("time per output token", _time(p.time_per_output_token_s)),
         ("TTFT", _time(p.ttft_s)),

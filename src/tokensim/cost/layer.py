@@ -14,10 +14,10 @@ from .ops import OpCost
 
 @dataclass(frozen=True)
 class Shape:
-    seqs: float          # sequences on one data-parallel rank
+    seqs: float          # sequences on one attention rank
     q_per_seq: float     # query tokens per sequence in this step (1 decode, k+1 verify, prompt length prefill)
     context: float       # decode: tokens each sequence attends to; prefill: the prompt length
-    moe_tokens: float    # tokens entering each MoE layer of the stage (summed over data-parallel ranks)
+    moe_tokens: float    # tokens entering each MoE layer of a replica's stage (summed over attention ranks)
 
     @property
     def tokens(self) -> float:
@@ -37,16 +37,27 @@ def launch_s(ctx: Context, kernel_key: str) -> float:
     return KERNELS.get(kernel_key, 1) * ctx.k.kernel_gap_s
 
 
-def compute_op(ctx: Context, name: str, nbytes: float, flops: float, group: str, kernel_key: str | None = None) -> OpCost:
+def gemm_efficiency(ctx: Context, rows: float | None) -> float:
+    """Share of the achieved GEMM rate a GEMM with `rows` token rows reaches: rows / (rows + gemm_half_rows).
+
+    Tensor-core GEMMs need a deep M to fill their tiles; cuBLAS/CUTLASS efficiency curves reach half
+    their large-M rate near M = 64-128 (constants.toml, gemm_half_rows). None: not a GEMM (attention)."""
+    if rows is None:
+        return 1.0
+    return rows / (rows + ctx.k.gemm_half_rows)
+
+
+def compute_op(ctx: Context, name: str, nbytes: float, flops: float, group: str, kernel_key: str | None = None,
+               rows: float | None = None) -> OpCost:
     rate = ctx.rates[group]
-    return OpCost(name, nbytes, flops, 0.0, "", nbytes / ctx.bytes_per_s, flops * rate.s_per_flop, 0.0,
-                  launch_s(ctx, kernel_key or name))
+    return OpCost(name, nbytes, flops, 0.0, "", nbytes / ctx.bytes_per_s, flops * rate.s_per_flop / gemm_efficiency(ctx, rows),
+                  0.0, launch_s(ctx, kernel_key or name))
 
 
 def weight_op(ctx: Context, name: str, params_per_chip: float, tokens: float, group: str, kernel_key: str | None = None) -> OpCost:
     """A GEMM/GEMV over `params_per_chip` weights: read them once, 2 FLOPs per weight per token."""
     return compute_op(ctx, name, params_per_chip * ctx.rates[group].bytes_per_weight, 2.0 * params_per_chip * tokens,
-                      group, kernel_key)
+                      group, kernel_key, rows=tokens)
 
 
 def comm_op(ctx: Context, name: str, nbytes: float, group_chips: int, latency_s: float) -> OpCost:
@@ -96,13 +107,16 @@ def moe_ops(ctx: Context, moe: MoE, s: Shape) -> list[OpCost]:
     if always_on:
         ops.append(weight_op(ctx, "moe.shared", always_on / dep.tp, s.tokens, "shared_experts"))
     imbalance = k.moe_load_imbalance if dep.ep > 1 else 1.0
-    touched = expected_experts_touched(moe.n_experts, moe.top_k, s.moe_tokens) / dep.ep
+    slots = (moe.n_experts + dep.redundant_experts) / moe.n_experts
+    distinct = expected_experts_touched(moe.n_experts, moe.top_k, s.moe_tokens)
+    touched = distinct * slots / dep.ep
     rate = ctx.rates["routed_experts"]
     nbytes = imbalance * touched * moe.expert_params / dep.moe_tp * rate.bytes_per_weight
     flops = imbalance * 2.0 * s.moe_tokens * moe.top_k * moe.expert_params / (dep.ep * dep.moe_tp)
-    ops.append(compute_op(ctx, "moe.experts", nbytes, flops, "routed_experts"))
+    rows_per_expert = s.moe_tokens * moe.top_k / max(distinct, 1e-9)
+    ops.append(compute_op(ctx, "moe.experts", nbytes, flops, "routed_experts", rows=rows_per_expert))
     if dep.ep > 1:
-        per_chip_tokens = s.moe_tokens / (dep.tp * dep.dp)
+        per_chip_tokens = s.moe_tokens / dep.stage_chips
         nbytes = per_chip_tokens * moe.top_k * ctx.model.hidden_size * ctx.b_act * (dep.ep - 1) / dep.ep
         ops.append(comm_op(ctx, "ep.dispatch", nbytes, dep.ep, k.all_to_all_latency_s))
         ops.append(comm_op(ctx, "ep.combine", nbytes, dep.ep, k.all_to_all_latency_s))

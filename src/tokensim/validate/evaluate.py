@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..constants import for_hardware
 from ..errors import TokensimError
 from ..hardware.catalog import catalog
 from ..layout import check_against_model, fit_error
 from ..model.catalog import catalog_model
-from ..predictor import Prediction, offline_throughput, predict_deployment
+from ..predictor import Prediction, batch_prefill_s, offline_throughput, predict_deployment
 from .rules import Case
 
 PER_CHIP = "throughput_tps_per_chip"
@@ -22,19 +23,20 @@ def _throughput(case: Case, p: Prediction, offline: bool) -> float:
 def _frontier(case: Case) -> tuple[float, str, object]:
     """Best throughput per chip over layouts of the node whose per-user speed still meets the target."""
     model, hw = catalog_model(case.model), catalog()[case.hardware]
-    chips = case.deployment.dp * case.deployment.tp
+    chips = case.deployment.chips
     best, how, best_dep = 0.0, "", None
-    for tp in (1, 2, 4, 8, 16):
-        if chips % tp:
-            continue
-        dp = chips // tp
-        for ep in sorted({1, chips} if model.is_moe else {1}):
-            dep = replace(case.deployment, tp=tp, dp=dp, ep=ep, overlap_comm=ep > 1, batch=dp)
+    layouts = [(tp, chips // tp, 1, 1) for tp in (1, 2, 4, 8, 16) if chips % tp == 0]     # tp x replicas
+    if model.is_moe:
+        layouts += [(chips, 1, 1, chips), (1, 1, chips, chips)]                            # TP+EP, DP-attention+EP
+    for tp, dp, adp, ep in layouts:
+        if True:
+            dep = replace(case.deployment, tp=tp, dp=dp, attn_dp=adp, ep=ep, overlap_comm=ep > 1, batch=dp * adp,
+                          redundant_experts=0)
             try:
                 check_against_model(model, dep)
             except TokensimError:
                 continue
-            lo, hi = dp, dp * 4096
+            lo, hi = dp * adp, dp * adp * 4096
             if fit_error(model, hw, dep) is not None:
                 continue
             if predict_deployment(model, hw, dep).tokens_per_s_per_user < case.target_tps_user:
@@ -48,7 +50,7 @@ def _frontier(case: Case) -> tuple[float, str, object]:
             p = predict_deployment(model, hw, d)
             value = offline_throughput(model, hw, d, p) / p.chips
             if value > best:
-                best, how, best_dep = value, f"tp {tp} x dp {dp}, ep {ep}, batch {lo}", d
+                best, how, best_dep = value, f"tp {tp} x attention DP {adp} x replicas {dp}, ep {ep}, batch {lo}", d
     if best == 0.0:
         raise TokensimError(f"no layout on {chips} x {hw.name} reaches {case.target_tps_user} tok/s/user")
     return best, how, best_dep
@@ -58,7 +60,10 @@ def freeze(case: Case) -> Case:
     """A frontier case pinned at the operating point the current constants choose (for fitting)."""
     if case.mode != "frontier":
         return case
-    _, how, dep = _frontier(case)
+    try:
+        _, how, dep = _frontier(case)
+    except TokensimError:
+        return case
     return replace(case, deployment=dep, mode="offline_throughput", assumptions=case.assumptions + (f"frontier point: {how}",))
 
 
@@ -70,11 +75,23 @@ def predict_case(case: Case) -> tuple[float, tuple[str, ...]]:
     model, hw = catalog_model(case.model), catalog()[case.hardware]
     p = predict_deployment(model, hw, case.deployment)
     if case.mode == "per_user":
-        return p.tokens_per_s_per_user, ()
-    if case.mode == "ttft":
         if case.deployment.batch > 1:
-            return p.ttft_s + p.time_per_output_token_s, ("TTFT under concurrency: prefill plus one decode step of the running batch (rule)",)
-        return p.ttft_s, ()
+            tput = offline_throughput(model, hw, p.deployment, p)
+            return tput / case.deployment.batch, ("per-user speed under continuous batching: the other users' prefills "
+                                                  "run between decode steps (rule)",)
+        return p.tokens_per_s_per_user, ()
+    if case.mode in ("ttft", "ttft_online"):
+        value, notes = p.ttft_s, ()
+        if case.deployment.batch > 1:
+            value += p.time_per_output_token_s
+            notes = ("TTFT under concurrency: prefill plus one decode step of the running batch (rule)",)
+        if case.mode == "ttft_online":
+            value += for_hardware(hw, case.deployment.engine).request_overhead_s
+        return value, notes
+    if case.mode == "prefill_throughput":
+        dep = p.deployment
+        total = dep.batch * dep.input_tokens / batch_prefill_s(model, hw, dep)
+        return (total / p.chips if case.row.metric == PER_CHIP else total), ()
     if case.mode == "decode_throughput":
         return _throughput(case, p, offline=False), ()
     return _throughput(case, p, offline=True), ("throughput: prefill of every prompt plus all decode steps (offline rule)",)

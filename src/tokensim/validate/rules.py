@@ -22,6 +22,7 @@ from .table import Row
 DEFAULT_INPUT_TOKENS = 1000     # rule: unstated prompt length (Artificial Analysis-style ~1k-token prompts)
 DEFAULT_OUTPUT_TOKENS = 500     # rule: unstated output length
 BATCH_CAP_PER_REPLICA = 1024    # rule: engines cap running sequences (vLLM max_num_seqs 256-1024, TRT-LLM max_batch_size <= 2048)
+BATCH_CAP_PER_ATTENTION_RANK = 256  # rule: wide-EP decode (DeepEP low-latency dispatch sized for 128 tokens per rank, two micro-batches)
 FRONTIER_NODE_CHIPS = 8         # rule: "best available config" dashboards report one 8-GPU node
 
 
@@ -123,8 +124,8 @@ def kv_rule(row: Row, weights: str | None, engine: str) -> tuple[str, str]:
         return ("bf16" if word == "bf16" else "fp8"), f"KV: {row.kv_precision!r}"
     if "kv" in row.weight_precision.lower() and "fp8" in row.weight_precision.lower():
         return "fp8", "KV: FP8 (FP8-KV checkpoint named in the weight column)"
-    if "tensorrt" in row.provider_or_engine.lower() and weights in ("fp8", "nvfp4", "fp4"):
-        return "fp8", "KV: not stated; FP8, as TensorRT-LLM builds FP8/FP4 checkpoints with an FP8 KV cache (rule)"
+    if re.search(r"tensorrt|mlperf", row.provider_or_engine, re.I) and weights in ("fp8", "nvfp4", "fp4", "mxfp4"):
+        return "fp8", "KV: not stated; FP8, as TensorRT-LLM and MLPerf submissions pair FP8/FP4 weights with an FP8 KV cache (rule)"
     return "bf16", "KV: not stated; bf16 (rule)"
 
 
@@ -152,7 +153,7 @@ def spec_rule(text: str, model: ModelSpec) -> tuple[SpecDecode | None, str]:
 
 
 def parallel_from_text(text: str, chips: int, is_moe: bool) -> tuple[int, int, int] | None:
-    """(tp, dp, ep) from 'TP=8, EP=1', 'TP8 attention, TP4xEP2 MoE', '--tp 4 --dp 4 --enable-dp-attention', ..."""
+    """(tp, attention dp, ep) from 'TP=8, EP=1', 'TP8 attention, TP4xEP2 MoE', '--tp 4 --dp 4 --enable-dp-attention', ..."""
     t = text.lower()
     tp = re.search(r"(?:--tp|tp\s*=|\btp)\s*(\d+)", t)
     if not tp:
@@ -160,7 +161,7 @@ def parallel_from_text(text: str, chips: int, is_moe: bool) -> tuple[int, int, i
     tp_n = int(tp.group(1))
     dp_n = 1
     dpm = re.search(r"--dp\s+(\d+)", t)
-    if dpm and "dp-attention" in t:
+    if dpm and "dp-attention" in t:      # SGLang: --tp N --dp D --enable-dp-attention = N chips, attention DP D
         dp_n = int(dpm.group(1))
         tp_n = max(1, tp_n // dp_n)
     ep_n = 1
@@ -172,6 +173,16 @@ def parallel_from_text(text: str, chips: int, is_moe: bool) -> tuple[int, int, i
     if tp_n * dp_n != chips:
         return None
     return tp_n, dp_n, ep_n if (tp_n * dp_n) % ep_n == 0 else 1
+
+
+def lowest_native_float(hw) -> str:
+    return "nvfp4" if hw.supports("fp4") else "fp8" if hw.supports("fp8") else "bf16"
+
+
+def redundant(model: ModelSpec, ep: int) -> int:
+    """Expert slots to add so that EP divides them (DeepSeek's decode adds 32 redundant experts at EP144)."""
+    experts = next((l.ffn.n_experts for l in model.layers if hasattr(l.ffn, "n_experts")), 0)
+    return (-experts) % ep if experts else 0
 
 
 def target_interactivity(notes: str) -> float | None:
@@ -188,6 +199,10 @@ def build_case(row: Row) -> Case:
     engine = engine_class(row.provider_or_engine + " " + row.weight_precision)
     notes.append(f"engine class: {engine} (from {row.provider_or_engine!r})")
     weights, experts, line = weight_rule(row.weight_precision, model)
+    if not row.weight_precision.strip() and re.search(r"mlperf", row.provider_or_engine, re.I):
+        weights = experts = lowest_native_float(hw)
+        line = (f"weights: not stated; {weights}, the lowest float format {hw.name} runs natively "
+                f"(rule: MLPerf submissions quantize as far as the 99 % accuracy target allows)")
     notes.append(line)
     kv, line = kv_rule(row, weights or experts, row.provider_or_engine)
     notes.append(line)
@@ -204,7 +219,16 @@ def build_case(row: Row) -> Case:
     target = target_interactivity(row.notes) if row.metric.startswith("throughput") else None
     text = f"{row.provider_or_engine} {row.notes}"
     mode = {"output_tps_per_user": "per_user", "ttft_s": "ttft"}.get(row.metric, "offline_throughput")
-    if mode == "offline_throughput" and re.search(r"disagg|decode", row.notes, re.I):
+    if mode == "ttft":
+        offline = re.search(r"gptSessionBenchmark|benchmark_latency|trtllm-bench|offline", f"{row.provider_or_engine} {row.notes}", re.I)
+        mode = "ttft" if offline else "ttft_online"
+        notes.append("TTFT: in-process benchmark, prefill only (rule)" if offline else
+                     "TTFT: served over HTTP/API, prefill plus request handling (request_overhead_s) (rule)")
+    if mode == "offline_throughput" and re.search(r"\bprefill\b", row.notes, re.I) and re.search(r"\binput\b", row.notes, re.I) \
+            and not re.search(r"\bdecode\b|\boutput tok", row.notes, re.I):
+        mode = "prefill_throughput"
+        notes.append("throughput: input (prefill) tokens/s, as the source's notes say (rule)")
+    elif mode == "offline_throughput" and re.search(r"disagg|decode", row.notes, re.I):
         mode = "decode_throughput"
         notes.append("throughput: the decode pool of a prefill/decode split, decode only (rule)")
     if target is not None and row.batch_approximate or (target is not None and row.batch is None):
@@ -214,7 +238,7 @@ def build_case(row: Row) -> Case:
     if row.batch is not None:
         batch = row.batch
         notes.append(f"batch: {batch}{' (approximate)' if row.batch_approximate else ''}")
-    elif mode == "per_user":
+    elif mode in ("per_user", "ttft", "ttft_online"):
         batch = 1
         notes.append("batch: not stated; 1 for a per-user speed (rule)")
     else:
@@ -222,48 +246,64 @@ def build_case(row: Row) -> Case:
     if row.n_chips is not None:
         par = parallel_from_text(text, row.n_chips, model.is_moe)
         if par:
-            tp, dp, ep = par
-            dep = replace(base, tp=tp, dp=dp, ep=ep, batch=max(batch, 1))
-            notes.append(f"layout: tp {tp} x dp {dp}, ep {ep} (from the source's text)")
-        elif model.is_moe and row.n_chips > 8:
-            dep = replace(base, tp=1, dp=row.n_chips, ep=row.n_chips, overlap_comm=True, batch=max(batch, 1))
-            notes.append(f"layout: {row.n_chips} chips as attention DP x wide EP with overlapped all-to-all (rule for MoE beyond one node)")
+            tp, adp, ep = par
+            dep = replace(base, tp=tp, attn_dp=adp, ep=ep, redundant_experts=redundant(model, ep), batch=max(batch, 1))
+            notes.append(f"layout: tp {tp} x attention DP {adp}, ep {ep} (from the source's text)")
+        elif model.is_moe and row.n_chips > 8 and (mode.endswith("throughput") or re.search(r"\bEP\b|expert parallel|wide-EP|large EP|DeepEP", text)):
+            n = row.n_chips
+            dep = replace(base, tp=1, attn_dp=n, ep=n, redundant_experts=redundant(model, n), overlap_comm=True, batch=max(batch, 1))
+            notes.append(f"layout: {n} chips as attention DP x wide EP {n} with overlapped all-to-all and "
+                         f"{dep.redundant_experts} redundant experts (rule for the source's wide-EP deployment)")
         else:
             from ..layout import fewest_chips, layout_for_chips
             up = hw.link("scale_up")
             domain = up.domain_chips if up and up.domain_chips else row.n_chips
             try:
-                if row.n_chips > domain:
+                if row.n_chips > domain or (mode.endswith("throughput") and not model.is_moe):
                     replica = fewest_chips(model, hw, replace(base, batch=1))
                     dp = max(1, row.n_chips // replica.chips)
                     dep = replace(replica, dp=dp, batch=max(batch, dp))
-                    notes.append(f"layout: {row.n_chips} chips beyond one scale-up domain as {dp} replicas of "
-                                 f"tp {replica.tp} x pp {replica.pp} (rule: the fewest chips that fit, replicated)")
+                    notes.append(f"layout: {row.n_chips} chips as {dp} replicas of tp {replica.tp} x pp {replica.pp} "
+                                 f"(rule: throughput runs, and chips beyond one scale-up domain, replicate the fewest chips that fit)")
                 else:
                     dep = layout_for_chips(model, hw, row.n_chips, replace(base, batch=max(batch, 1)))
                     notes.append(f"layout: {row.n_chips} chips as tp {dep.tp} x pp {dep.pp} (rule: TP inside the scale-up domain)")
             except TokensimError as exc:
                 raise Skip(f"no layout on {row.n_chips} x {hw.name}: {exc}") from None
         chips_rule = "given"
+        if not row.weight_precision.strip():
+            from ..layout import fit_error
+            for narrower in ("fp8", "int4"):
+                if fit_error(model, hw, replace(dep, batch=1)) is None:
+                    break
+                dep = replace(dep, weights=narrower, expert_weights=None)
+                notes.append(f"weights: the checkpoint does not fit {row.n_chips} x {hw.name}; {narrower} (rule: "
+                             f"unstated precision narrows until the stated chips hold the weights)")
     else:
-        if mode != "per_user" and mode != "ttft":
+        if mode not in ("per_user", "ttft", "ttft_online"):
             raise Skip("whole-system throughput with no chip count")
-        from ..layout import fewest_chips
+        from ..layout import fewest_chips, layout_for_chips
         try:
             dep = fewest_chips(model, hw, replace(base, batch=max(batch, 1)))
+            system = hw.chips_per_system
+            if dep.chips < system <= 16:
+                dep = layout_for_chips(model, hw, system, dep)
+                notes.append(f"layout: chips not stated; one {system}-chip system, the vendor's unit of deployment "
+                             f"(tp {dep.tp} x pp {dep.pp}) (rule)")
+            else:
+                notes.append(f"layout: chips not stated; fewest that fit: {dep.chips} (tp {dep.tp} x pp {dep.pp}) (rule)")
         except TokensimError as exc:
             raise Skip(str(exc)) from None
-        notes.append(f"layout: chips not stated; fewest that fit: {dep.chips} (tp {dep.tp} x pp {dep.pp}) (rule)")
         chips_rule = "fewest"
     if batch == 0:
-        from ..constants import constants_for
+        from ..constants import for_hardware
         from ..cost.context import make_context
         from ..memory import max_batch
-        ctx = make_context(model, hw, dep, constants_for(hw.family, hw.kind, dep.engine))
+        ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine))
         fit = max_batch(ctx, inp + out)
         if fit < 1:
             raise Skip("weights do not fit the stated chips")
-        cap = BATCH_CAP_PER_REPLICA * dep.dp
+        cap = dep.dp * (BATCH_CAP_PER_ATTENTION_RANK * dep.attn_dp if dep.attn_dp > 1 else BATCH_CAP_PER_REPLICA)
         dep = replace(dep, batch=min(fit, cap))
         notes.append(f"batch: not stated; largest that fits ({fit}), capped at {cap} (rule)")
     return Case(row, name, hw_name, dep, mode, chips_rule, target, tuple(notes))

@@ -1,0 +1,54 @@
+"""Regenerate the README's validation section and docs/validation.png from the shipped measurements.
+
+Run: python scripts/validation_report.py
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tokensim.constants import fitted_table
+from tokensim.plots import predicted_vs_measured
+from tokensim.validate.run import validate
+
+ROOT = Path(__file__).resolve().parent.parent
+START, END = "<!-- validation:start -->", "<!-- validation:end -->"
+
+
+def section() -> str:
+    results, s = validate()
+    predicted_vs_measured(results, ROOT / "docs" / "validation.png")
+    fit = fitted_table()
+    lines = [START, "",
+             f"`tokensim validate` on the {s.total} shipped published measurements ({s.modelled} modelled, "
+             f"{s.modelled / s.total:.0%}); error = predicted / measured - 1, fitted constants from "
+             f"`tokensim fit` ({fit.get('fitted_constants', '?')} constants, {fit.get('date', '?')}).", "",
+             "| group | rows | median abs. error | 90th pct abs. error |", "|---|---|---|---|",
+             f"| all (in-sample) | {s.modelled} | {s.median_abs_error:.1%} | {s.p90_abs_error:.1%} |"]
+    if "loso_median_abs_error" in fit:
+        lines.append(f"| all, leave one source out | {fit['loso_rows']} | {fit['loso_median_abs_error']:.1%} | {fit['loso_p90_abs_error']:.1%} |")
+    for name, g in s.by_family.items():
+        lines.append(f"| family: {name} | {g['rows']} | {g['median_abs_error']:.1%} | {g['p90_abs_error']:.1%} |")
+    for name, g in s.by_metric.items():
+        lines.append(f"| metric: {name} | {g['rows']} | {g['median_abs_error']:.1%} | {g['p90_abs_error']:.1%} |")
+    lines += ["", f"Median signed error {s.median_signed_error:+.1%} (positive: too fast). "
+              "Skipped rows and the reason for each: `tokensim validate`.", "",
+              "![predicted against measured](docs/validation.png)", "",
+              "Regenerate with `python scripts/validation_report.py`.", "", END]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    new = section()
+    if START in text:
+        text = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: new, text, flags=re.S)
+    else:
+        text = text.replace("## Validation\n", "## Validation\n\n" + new + "\n", 1)
+    readme.write_text(text, encoding="utf-8")
+    print(new)
+
+
+if __name__ == "__main__":
+    main()

@@ -27,6 +27,7 @@ class Constants:
     kernel_gap_s: float              # idle time per kernel launch
     layer_latency_s: float           # dataflow floor per layer (wafers, LPUs)
     host_overhead_s: float           # per decode step, outside the accelerator
+    host_overhead_per_seq_s: float   # per running sequence per step: scheduling, sampling, detokenization
     request_overhead_s: float        # per request served over HTTP/API: tokenization, scheduling, transport
     collective_latency_s: float      # one small all-reduce
     all_to_all_latency_s: float      # one EP dispatch or combine

@@ -38,8 +38,13 @@ def fit_error(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> TokensimEr
     if use.fits:
         return None
     gb = 1e9
+    where = ""
+    if dep.pp > 1:
+        sizes = dep.stages(model.n_layers)
+        first = sum(sizes[: use.stage])
+        where = f" in pipeline stage {use.stage} (layers {first}-{first + sizes[use.stage] - 1})"
     return TokensimError(
-        f"deployment does not fit: needs {use.per_chip_bytes / gb:.1f} GB per chip "
+        f"deployment does not fit{where}: needs {use.per_chip_bytes / gb:.1f} GB per chip "
         f"(weights {use.weights_per_chip_bytes / gb:.1f} GB + KV/state {use.kv_per_chip_bytes / gb:.1f} GB for "
         f"{use.seqs_per_chip} sequences of {dep.input_tokens + dep.output_tokens} tokens) against "
         f"{use.capacity_per_chip_bytes / gb:.1f} GB usable on {hw.name} ({dep.chips} chips, tp={dep.tp} pp={dep.pp} "

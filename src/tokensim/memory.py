@@ -16,6 +16,7 @@ class MemoryUse:
     kv_per_seq_per_chip_bytes: float  # one sequence at full context, in that stage
     seqs_per_chip: int
     capacity_per_chip_bytes: float    # usable: tier capacity x usable fraction
+    stage: int = 0                    # the fullest pipeline stage
 
     @property
     def kv_per_chip_bytes(self) -> float:
@@ -30,8 +31,9 @@ class MemoryUse:
         return self.per_chip_bytes <= self.capacity_per_chip_bytes
 
 
-def stage_memory(ctx: Context, context_tokens: float) -> list[tuple[float, float]]:
-    """(weight bytes per chip, KV bytes per sequence per chip) for every pipeline stage."""
+def stage_memory(ctx: Context, context_tokens: float, head: bool = True) -> list[tuple[float, float]]:
+    """(weight bytes per chip, KV bytes per sequence per chip) for every pipeline stage.
+    `head`: embedding on the first stage and LM head on the last (False for an FFN-only pool)."""
     dep, model, r = ctx.dep, ctx.model, ctx.rates
     out = []
     groups = layer_groups(ctx)
@@ -54,20 +56,21 @@ def stage_memory(ctx: Context, context_tokens: float) -> list[tuple[float, float
                 lw += (ffn.n_experts + dep.redundant_experts) / dep.ep * ffn.expert_params / dep.moe_tp * r["routed_experts"].bytes_per_weight
             w += lw * n
             kv += lkv * n
-        if index == 0:
+        if head and index == 0:
             w += model.embed_params / dep.tp * r["embedding"].bytes_per_weight
-        if index == len(groups) - 1 and (model.lm_head_params or dep.pp > 1):
+        if head and index == len(groups) - 1 and (model.lm_head_params or dep.pp > 1):
             w += model.lm_head_matmul_params / dep.tp * r["lm_head"].bytes_per_weight
         out.append((w, kv))
     return out
 
 
-def memory_use(ctx: Context, batch: int, context_tokens: float) -> MemoryUse:
-    stages = stage_memory(ctx, context_tokens)
+def memory_use(ctx: Context, batch: int, context_tokens: float, head: bool = True) -> MemoryUse:
+    stages = stage_memory(ctx, context_tokens, head)
     seqs = math.ceil(batch / (ctx.dep.dp * ctx.dep.attn_dp))
-    weights, kv = max(stages, key=lambda s: s[0] + s[1] * seqs)
+    index = max(range(len(stages)), key=lambda i: stages[i][0] + stages[i][1] * seqs)
+    weights, kv = stages[index]
     capacity = ctx.k.usable_memory_fraction * ctx.hw.capacity_bytes
-    return MemoryUse(weights, kv, seqs, capacity)
+    return MemoryUse(weights, kv, seqs, capacity, index)
 
 
 def max_batch(ctx: Context, context_tokens: float) -> int:

@@ -10,11 +10,12 @@ from .cost.layer import Shape, layer_ops, weight_op
 from .cost.ops import OpSummary
 from .cost.step import StepCost, step_cost
 from .deployment import Deployment, SpecDecode
+from .energy import energy
 from .errors import TokensimError
 from .hardware.catalog import load_hardware
 from .hardware.spec import HardwareSpec
 from .layout import check_against_model, fewest_chips, fit_error, layout_for_chips
-from .memory import max_batch, memory_use
+from .memory import max_batch, memory_use, stage_memory
 from .model.catalog import load_model
 from .model.spec import ModelSpec
 from .validate.uncertainty import band, shipped_residuals
@@ -46,6 +47,9 @@ class Prediction:
     breakdown: tuple[OpSummary, ...]
     prefill_breakdown: tuple[OpSummary, ...]
     assumptions: tuple[str, ...]
+    power_w: float = 0.0                    # all chips, at this step's busy share
+    tokens_per_joule: float = 0.0
+    usd_per_million_tokens: float | None = None   # from $ per chip-hour, where a price is known
     tokens_per_s_per_user_range: tuple[float, float] = (0.0, 0.0)   # 10th-90th percentile, from validation residuals
     ttft_s_range: tuple[float, float] = (0.0, 0.0)
     range_note: str = ""
@@ -57,6 +61,12 @@ class Prediction:
         d["prefill_breakdown"] = [op.to_dict() for op in self.prefill_breakdown]
         d["assumptions"] = list(self.assumptions)
         return d
+
+
+def fewest_by_capacity(ctx, capacity_per_chip_bytes: float) -> int:
+    """Chips whose usable memory holds one replica's weights, summed over stages (KV excluded)."""
+    weights = sum(w for w, _ in stage_memory(ctx, 0.0)) * ctx.dep.stage_chips
+    return max(1, math.ceil(weights / capacity_per_chip_bytes))
 
 
 def decode_context(dep: Deployment) -> float:
@@ -72,7 +82,8 @@ def _draft_step_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment, seqs: flo
         ddep = replace(dep, pp=1, stage_layers=None, ep=1, spec=None, weights=None, expert_weights=None)
         ctx = make_context(draft, hw, ddep, for_hardware(hw, dep.engine))
         shape = Shape(seqs, 1.0, decode_context(dep), seqs * dep.attn_dp)
-        return step_cost(ctx, shape).latency_s - ctx.k.host_overhead_s
+        cost = step_cost(ctx, shape)
+        return cost.latency_s - cost.host_s
     ctx = make_context(model, hw, replace(dep, spec=None), for_hardware(hw, dep.engine))
     shape = Shape(seqs, 1.0, decode_context(dep), seqs * dep.attn_dp)
     head = layer_ops(ctx, model.layers[-1], shape)
@@ -118,6 +129,8 @@ def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assu
     mb = max_batch(ctx, full_context)
     system_chips = max(1, hw.chips_per_system)
     kv_seq = use.kv_per_seq_per_chip_bytes
+    busy = sum(max(o.t_memory_s, o.t_compute_s) + o.t_comm_s for o in cost.breakdown() if o.name != "host") * micro
+    power = energy(hw, dep.chips, busy / cycle, throughput)
     residuals = shipped_residuals()
     speed = band(residuals, hw.family, "output_tps_per_user", 1.0 / tpot)
     first = band(residuals, hw.family, "ttft_s", 1.0 / ttft)
@@ -131,13 +144,15 @@ def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assu
         kv_per_chip_bytes=use.kv_per_chip_bytes, capacity_per_chip_bytes=use.capacity_per_chip_bytes,
         kv_capacity_tokens=(mb * full_context) if kv_seq > 0 else math.inf,
         max_batch=mb,
-        min_chips=max(1, math.ceil(use.weights_per_chip_bytes * dep.chips / use.capacity_per_chip_bytes)),
+        min_chips=fewest_by_capacity(ctx, use.capacity_per_chip_bytes),
         bytes_per_step_per_chip=max(cost.stage_bytes),
         bandwidth_bound_tokens_per_s_per_user=tokens_per_step / mem_bound if mem_bound else math.inf,
         roofline_bound_tokens_per_s_per_user=tokens_per_step / roof if roof else math.inf,
         tokens_per_step=tokens_per_step,
         breakdown=cost.breakdown(), prefill_breakdown=prefill_cost.breakdown(),
         assumptions=assumptions,
+        power_w=power.power_w, tokens_per_joule=power.tokens_per_joule,
+        usd_per_million_tokens=power.usd_per_million_tokens,
         tokens_per_s_per_user_range=(speed.low, speed.high),
         ttft_s_range=(1.0 / first.high, 1.0 / first.low),
         range_note=speed.note,
@@ -206,3 +221,14 @@ def offline_throughput(model: ModelSpec, hw: HardwareSpec, dep: Deployment, p: P
     """Output tokens/s of a batch run end to end: prefill of every prompt plus all decode steps."""
     total_s = batch_prefill_s(model, hw, dep) + dep.output_tokens * p.time_per_output_token_s
     return dep.batch * dep.output_tokens / total_s
+
+
+def prefill_run_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment, sequences: int) -> float:
+    """Wall time to prefill `sequences` prompts in micro-batches of dep.batch, pipelined across stages:
+    the first micro-batch crosses every stage, each further one adds the slowest stage's time."""
+    ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine), prefill=True)
+    seqs = dep.seqs_per_rank
+    cost = step_cost(ctx, Shape(float(seqs), float(dep.input_tokens), float(dep.input_tokens),
+                                float(seqs * dep.attn_dp * dep.input_tokens)))
+    batches = math.ceil(sequences / dep.batch)
+    return cost.latency_s + (batches - 1) * (max(cost.stage_s) if dep.pp > 1 else cost.latency_s)

@@ -37,7 +37,8 @@ def layer_groups(ctx: Context) -> list[Counter]:
     return groups
 
 
-def step_cost(ctx: Context, shape: Shape) -> StepCost:
+def step_cost(ctx: Context, shape: Shape, head: bool = True) -> StepCost:
+    """`head`: the LM head runs on the last stage (False for a pool that holds only FFN/experts)."""
     dep, model = ctx.dep, ctx.model
     ops: list[tuple[OpCost, int]] = []
     stage_s, stage_bytes, stage_flops = [], [], []
@@ -50,7 +51,7 @@ def step_cost(ctx: Context, shape: Shape) -> StepCost:
                 t += op.time_s * count
                 b += op.bytes * count
                 f += op.flops * count
-        if index == len(groups) - 1:
+        if head and index == len(groups) - 1:
             logits_tokens = shape.seqs if ctx.prefill else shape.tokens
             head = weight_op(ctx, "lm_head", model.lm_head_matmul_params / dep.tp, logits_tokens, "lm_head")
             ops.append((head, 1))
@@ -63,7 +64,8 @@ def step_cost(ctx: Context, shape: Shape) -> StepCost:
         hop_op = comm_op(ctx, "pp.hop", shape.tokens * model.hidden_size * ctx.b_act, dep.chips, ctx.k.stage_hop_latency_s)
         ops.append((hop_op.scaled(dep.pp - 1), dep.pp - 1))
         hop = hop_op.time_s
-    host = ctx.k.host_overhead_s
+    # host time per step: a fixed part plus a part per running sequence (scheduling, sampling, detokenizing)
+    host = ctx.k.host_overhead_s + ctx.k.host_overhead_per_seq_s * shape.seqs * ctx.dep.attn_dp
     if host:
         ops.append((OpCost("host", 0.0, 0.0, 0.0, "", 0.0, 0.0, 0.0, host), 1))
     return StepCost(tuple(stage_s), hop, host, tuple(ops), tuple(stage_bytes), tuple(stage_flops))

@@ -1,6 +1,7 @@
 """Predict the measured quantity of a Case through the same predict path as `tokensim predict`."""
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from ..constants import for_hardware
@@ -14,45 +15,63 @@ from .rules import Case
 PER_CHIP = "throughput_tps_per_chip"
 
 
+def counts_input_tokens(case: Case) -> bool:
+    """InferenceX dashboards plot input + output tokens per GPU (process_result.py: tput_per_gpu =
+    total_token_throughput / tp_size, github.com/SemiAnalysisAI/InferenceX); rows that say 'Output tput' don't."""
+    return bool(re.search(r"inferencex", case.row.provider_or_engine, re.I)) and not re.search(r"output tput", case.row.notes, re.I)
+
+
 def _throughput(case: Case, p: Prediction, offline: bool) -> float:
     model, hw = catalog_model(case.model), catalog()[case.hardware]
     total = offline_throughput(model, hw, p.deployment, p) if offline else p.throughput_tokens_per_s
+    if counts_input_tokens(case):
+        total *= (p.deployment.input_tokens + p.deployment.output_tokens) / p.deployment.output_tokens
     return total / p.chips if case.row.metric == PER_CHIP else total
 
 
+def serving_speed(model, hw, dep) -> tuple[float, Prediction] | None:
+    """Per-user speed under continuous batching (decode plus the other users' prefills), or None if it doesn't fit."""
+    if fit_error(model, hw, dep) is not None:
+        return None
+    p = predict_deployment(model, hw, dep)
+    if dep.batch <= 1:
+        return p.tokens_per_s_per_user, p
+    return offline_throughput(model, hw, dep, p) / dep.batch, p
+
+
 def _frontier(case: Case) -> tuple[float, str, object]:
-    """Best throughput per chip over layouts of the node whose per-user speed still meets the target."""
+    """Best throughput per chip over layouts of the node whose serving per-user speed still meets the target."""
     model, hw = catalog_model(case.model), catalog()[case.hardware]
     chips = case.deployment.chips
+    target = case.target_tps_user
     best, how, best_dep = 0.0, "", None
     layouts = [(tp, chips // tp, 1, 1) for tp in (1, 2, 4, 8, 16) if chips % tp == 0]     # tp x replicas
     if model.is_moe:
         layouts += [(chips, 1, 1, chips), (1, 1, chips, chips)]                            # TP+EP, DP-attention+EP
     for tp, dp, adp, ep in layouts:
-        if True:
-            dep = replace(case.deployment, tp=tp, dp=dp, attn_dp=adp, ep=ep, overlap_comm=ep > 1, batch=dp * adp,
-                          redundant_experts=0)
-            try:
-                check_against_model(model, dep)
-            except TokensimError:
-                continue
-            lo, hi = dp * adp, dp * adp * 4096
-            if fit_error(model, hw, dep) is not None:
-                continue
-            if predict_deployment(model, hw, dep).tokens_per_s_per_user < case.target_tps_user:
-                continue
-            while hi - lo > max(1, lo // 64):
-                mid = (lo + hi) // 2
-                d = replace(dep, batch=mid)
-                ok = fit_error(model, hw, d) is None and predict_deployment(model, hw, d).tokens_per_s_per_user >= case.target_tps_user
-                lo, hi = (mid, hi) if ok else (lo, mid)
-            d = replace(dep, batch=lo)
-            p = predict_deployment(model, hw, d)
-            value = offline_throughput(model, hw, d, p) / p.chips
-            if value > best:
-                best, how, best_dep = value, f"tp {tp} x attention DP {adp} x replicas {dp}, ep {ep}, batch {lo}", d
+        dep = replace(case.deployment, tp=tp, dp=dp, attn_dp=adp, ep=ep, overlap_comm=ep > 1, batch=dp * adp,
+                      redundant_experts=0)
+        try:
+            check_against_model(model, dep)
+        except TokensimError:
+            continue
+        first = serving_speed(model, hw, dep)
+        if first is None or first[0] < target:
+            continue
+        lo, hi = dp * adp, dp * adp * 4096
+        while hi - lo > max(1, lo // 64):
+            mid = (lo + hi) // 2
+            got = serving_speed(model, hw, replace(dep, batch=mid))
+            lo, hi = (mid, hi) if got is not None and got[0] >= target else (lo, mid)
+        d = replace(dep, batch=lo)
+        p = predict_deployment(model, hw, d)
+        value = offline_throughput(model, hw, d, p) / p.chips
+        if counts_input_tokens(case):
+            value *= (d.input_tokens + d.output_tokens) / d.output_tokens
+        if value > best:
+            best, how, best_dep = value, f"tp {tp} x attention DP {adp} x replicas {dp}, ep {ep}, batch {lo}", d
     if best == 0.0:
-        raise TokensimError(f"no layout on {chips} x {hw.name} reaches {case.target_tps_user} tok/s/user")
+        raise TokensimError(f"no layout on {chips} x {hw.name} reaches {target} tok/s/user")
     return best, how, best_dep
 
 

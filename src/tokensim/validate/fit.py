@@ -41,11 +41,13 @@ PARAMS = (
     Param("default", "default", "prefill_flops_fraction", 0.20, 0.90, "achieved dense FLOP/s over a prefill"),
     Param("default", "default", "kernel_gap_s", 0.2e-6, 10e-6, "idle time per kernel launch"),
     Param("default", "default", "host_overhead_s", 1e-5, 3e-3, "host time per decode step"),
+    Param("default", "default", "host_overhead_per_seq_s", 1e-7, 1e-4, "host time per running sequence per step"),
     Param("default", "default", "request_overhead_s", 1e-3, 0.5, "request handling in served TTFT"),
     Param("amd", "default", "hbm_bandwidth_fraction", 0.25, 0.95, "achieved HBM bandwidth on AMD Instinct (ROCm engines)"),
     Param("amd", "default", "gemm_flops_fraction", 0.30, 0.90, "achieved dense FLOP/s on AMD Instinct"),
     Param("cerebras-wafer", "default", "layer_latency_s", 1e-6, 60e-6, "wafer per-layer dataflow floor"),
     Param("groq-lpu", "default", "layer_latency_s", 1e-6, 60e-6, "LPU per-layer floor"),
+    Param("sambanova-rdu", "default", "layer_latency_s", 1e-6, 60e-6, "RDU per-layer dataflow floor"),
 )
 GOLDEN = (math.sqrt(5) - 1) / 2
 LOSS_CAP = math.log(4.0)
@@ -92,7 +94,7 @@ def _relevant(p: Param, cases: list[Case]) -> list[Case]:
     for c in cases:
         hw = catalog()[c.hardware]
         if p.family == "default":
-            if hw.kind in ("wafer", "lpu"):
+            if hw.kind in ("wafer", "lpu", "rdu"):
                 continue
         elif p.family not in (hw.family, hw.vendor.lower()):
             continue
@@ -125,7 +127,7 @@ def start_values() -> dict[Param, float]:
 def _base_value(p: Param) -> float:
     from ..constants import constants_for
 
-    kind = {"cerebras-wafer": "wafer", "groq-lpu": "lpu"}.get(p.family, "gpu")
+    kind = {"cerebras-wafer": "wafer", "groq-lpu": "lpu", "sambanova-rdu": "rdu"}.get(p.family, "gpu")
     vendor = p.family if p.family == "amd" else ""
     family = p.family if p.family not in ("default", "amd") else ""
     return getattr(constants_for(family, kind if family else "", p.engine, vendor), p.name)

@@ -19,8 +19,19 @@ from ..model import catalog as model_catalog
 from ..model.spec import ModelSpec
 from .table import Row
 
-DEFAULT_INPUT_TOKENS = 1000     # rule: unstated prompt length (Artificial Analysis-style ~1k-token prompts)
-DEFAULT_OUTPUT_TOKENS = 500     # rule: unstated output length
+# rule: unstated lengths take Artificial Analysis' default workload, "approximately 1,000 input tokens,
+# 1,000 output tokens" (https://artificialanalysis.ai/methodology/performance-benchmarking)
+DEFAULT_INPUT_TOKENS = 1000
+DEFAULT_OUTPUT_TOKENS = 1000
+# rule: MLPerf rows without lengths take the benchmark's reference mean output and half its maximum input
+# (no mean input is published); github.com/mlcommons/inference language/*/README.md (docs/workload-lengths.md)
+MLPERF_WORKLOADS = {
+    "llama-2-70b": (512, 294, "llama2-70b: OpenOrca, input <= 1024, mean output 294.45"),
+    "llama-3.1-405b": (10000, 685, "llama3.1-405b: long-context inputs up to ~20k, mean output 684.68"),
+    "deepseek-r1": (1568, 4043, "deepseek-r1: input <= 3136, mean output 4043.45"),
+    "deepseek-v3": (1568, 4043, "deepseek-r1 benchmark: input <= 3136, mean output 4043.45"),
+    "gpt-oss-120b": (DEFAULT_INPUT_TOKENS, 1278, "gpt-oss-120b: mean output 1278.20"),
+}
 BATCH_CAP_PER_REPLICA = 1024    # rule: engines cap running sequences (vLLM max_num_seqs 256-1024, TRT-LLM max_batch_size <= 2048)
 BATCH_CAP_PER_ATTENTION_RANK = 256  # rule: wide-EP decode (DeepEP low-latency dispatch sized for 128 tokens per rank, two micro-batches)
 FRONTIER_NODE_CHIPS = 8         # rule: "best available config" dashboards report one 8-GPU node
@@ -208,12 +219,19 @@ def build_case(row: Row) -> Case:
     notes.append(line)
     spec, line = spec_rule(row.spec_decode, model)
     notes.append(line)
-    inp = row.input_tokens or DEFAULT_INPUT_TOKENS
-    out = row.output_tokens or DEFAULT_OUTPUT_TOKENS
+    default_in, default_out, why = DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS, "Artificial Analysis' default workload"
+    if re.search(r"mlperf", row.provider_or_engine, re.I) and name in MLPERF_WORKLOADS:
+        default_in, default_out, why = MLPERF_WORKLOADS[name]
+    inp = row.input_tokens or default_in
+    out = row.output_tokens or default_out
     if row.input_tokens is None:
-        notes.append(f"input tokens: not stated; {DEFAULT_INPUT_TOKENS} (rule)")
+        notes.append(f"input tokens: not stated; {default_in} ({why}) (rule)")
     if row.output_tokens is None:
-        notes.append(f"output tokens: not stated; {DEFAULT_OUTPUT_TOKENS} (rule)")
+        notes.append(f"output tokens: not stated; {default_out} ({why}) (rule)")
+    if re.search(r"bench_serving", row.notes) and "random-input-len" in row.notes and "random-range-ratio" not in row.notes:
+        inp, out = max(1, inp // 2), max(1, out // 2)
+        notes.append(f"lengths: sglang bench_serving's random dataset draws lengths uniformly from 1 to the stated "
+                     f"length by default (--random-range-ratio 0), so the means are {inp} in / {out} out (rule)")
     base = Deployment(weights=weights, expert_weights=experts, kv=kv, input_tokens=inp, output_tokens=out,
                       engine=engine, spec=spec)
     target = target_interactivity(row.notes) if row.metric.startswith("throughput") else None
@@ -234,6 +252,9 @@ def build_case(row: Row) -> Case:
     if target is not None and row.batch_approximate or (target is not None and row.batch is None):
         chips = row.n_chips or min(FRONTIER_NODE_CHIPS, hw.chips_per_system or FRONTIER_NODE_CHIPS) or FRONTIER_NODE_CHIPS
         notes.append(f"operating point: best layout on {chips} chips at >= {target} tok/s/user (frontier rule)")
+        if re.search(r"inferencex", row.provider_or_engine, re.I) and not re.search(r"output tput", row.notes, re.I):
+            notes.append("throughput: InferenceX plots input + output tokens per GPU (InferenceX process_result.py), "
+                         "so the prediction is counted the same way (rule)")
         return Case(row, name, hw_name, replace(base, tp=1, dp=chips), "frontier", "frontier", target, tuple(notes))
     if row.batch is not None:
         batch = row.batch

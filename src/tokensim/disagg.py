@@ -1,0 +1,115 @@
+"""Disaggregated serving: attention and FFN on different pools (AFD), prefill and decode on different pools (PD).
+
+AFD (MegaScale-Infer, Step-3): attention and its KV on pool A, FFN/experts on pool B, possibly another
+kind of chip; every layer sends the tokens' activations A -> B and back over a named link. With m
+micro-batches in ping-pong the three stages (attention, transfer, FFN) overlap, so a layer costs about
+m x the slowest stage at batch/m plus the fill of the others; one micro-batch pays their sum.
+PD: TTFT = prefill on the prefill pool + KV transfer + one decode step; decode speed from the decode pool.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .constants import for_hardware
+from .cost.context import make_context
+from .cost.layer import Shape
+from .cost.ops import OpCost, summarize
+from .cost.step import step_cost
+from .deployment import Deployment
+from .errors import TokensimError, require
+from .hardware.spec import HardwareSpec
+from .layout import check_against_model
+from .memory import kv_bytes_per_token, memory_use
+from .model.spec import Layer, ModelSpec
+from .predictor import Prediction, decode_context, predict_deployment
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """A link between two pools: bandwidth per sending chip and per direction, and latency."""
+
+    bandwidth_bytes_per_s: float
+    latency_s: float
+    name: str = "afd link"
+
+    def __post_init__(self) -> None:
+        require(self.bandwidth_bytes_per_s > 0, "link.bandwidth_bytes_per_s", self.bandwidth_bytes_per_s, "a positive number")
+        require(self.latency_s >= 0, "link.latency_s", self.latency_s, "zero or more seconds")
+
+
+def attention_part(model: ModelSpec) -> ModelSpec:
+    return replace(model, layers=tuple(Layer(l.mixer, None, l.norm_params) for l in model.layers))
+
+
+def ffn_part(model: ModelSpec) -> ModelSpec:
+    return replace(model, layers=tuple(Layer(None, l.ffn, 0) for l in model.layers), embed_params=0, lm_head_params=0)
+
+
+def _check_pool(model: ModelSpec, hw: HardwareSpec, dep: Deployment, head: bool, pool: str) -> None:
+    ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine))
+    use = memory_use(ctx, dep.batch, dep.input_tokens + dep.output_tokens, head=head)
+    if not use.fits:
+        raise TokensimError(
+            f"{pool} pool does not fit: needs {use.per_chip_bytes / 1e9:.1f} GB per chip (weights "
+            f"{use.weights_per_chip_bytes / 1e9:.1f} GB + KV {use.kv_per_chip_bytes / 1e9:.1f} GB) against "
+            f"{use.capacity_per_chip_bytes / 1e9:.1f} GB usable on {hw.name}"
+            + (f", pipeline stage {use.stage}" if dep.pp > 1 else ""))
+
+
+def predict_afd(model: ModelSpec, attn_hw: HardwareSpec, attn_dep: Deployment, ffn_hw: HardwareSpec,
+                ffn_dep: Deployment, link: LinkSpec, micro_batches: int = 2) -> Prediction:
+    """Tokens/s per user and throughput with attention on one pool and FFN/experts on another."""
+    require(micro_batches >= 1, "afd.micro_batches", micro_batches, "an integer >= 1")
+    require(attn_dep.pp == 1, "attention.pp", attn_dep.pp, "1 (the attention pool holds every layer's attention)")
+    ffn_dep = replace(ffn_dep, batch=attn_dep.batch, input_tokens=attn_dep.input_tokens,
+                      output_tokens=attn_dep.output_tokens, spec=None)
+    a_model, f_model = attention_part(model), ffn_part(model)
+    check_against_model(a_model, attn_dep)
+    check_against_model(f_model, replace(ffn_dep, tp=1))
+    _check_pool(a_model, attn_hw, attn_dep, True, "attention")
+    _check_pool(f_model, ffn_hw, ffn_dep, False, "FFN")
+    m = min(micro_batches, attn_dep.batch)
+    ctx_a = make_context(a_model, attn_hw, attn_dep, for_hardware(attn_hw, attn_dep.engine))
+    ctx_f = make_context(f_model, ffn_hw, ffn_dep, for_hardware(ffn_hw, ffn_dep.engine))
+    seqs = attn_dep.seqs_per_rank / m
+    tokens = attn_dep.batch / m                       # tokens of one micro-batch crossing per layer
+    a = step_cost(ctx_a, Shape(seqs, 1.0, decode_context(attn_dep), seqs * attn_dep.attn_dp))
+    f = step_cost(ctx_f, Shape(tokens / ffn_dep.dp, 1.0, decode_context(attn_dep), tokens / ffn_dep.dp), head=False)
+    n = model.n_layers
+    nbytes = tokens * model.hidden_size * ctx_a.b_act / attn_dep.chips      # per sending chip, one direction
+    x = link.latency_s + nbytes / link.bandwidth_bytes_per_s
+    per_layer_a = (sum(a.stage_s) - a.host_s) / n
+    per_layer_f = (sum(f.stage_s) + (ffn_dep.pp - 1) * f.hop_s) / n
+    stages = (per_layer_a, x, per_layer_f, x)
+    per_layer = m * max(stages) + sum(stages) - max(stages) if m > 1 else sum(stages)
+    tpot = n * per_layer + a.host_s
+    transfer = OpCost("afd.transfer", 0.0, 0.0, 2 * nbytes * n, link.name, 0.0, 0.0, 2 * x * n, 0.0)
+    ops = [(o.scaled(m), c) for o, c in a.ops] + [(o.scaled(m), c) for o, c in f.ops] + [(transfer.scaled(m), 2 * n)]
+    base = predict_deployment(a_model, attn_hw, attn_dep)
+    chips = attn_dep.chips + ffn_dep.chips
+    throughput = attn_dep.batch / tpot
+    notes = (f"attention-FFN disaggregation: attention on {attn_dep.chips} x {attn_hw.name}, FFN on "
+             f"{ffn_dep.chips} x {ffn_hw.name}, {m} micro-batches; per layer attention {per_layer_a * 1e6:.1f} us, "
+             f"transfer {x * 1e6:.1f} us each way, FFN {per_layer_f * 1e6:.1f} us",)
+    return replace(base, model=model.name, hardware=f"{attn_hw.name}+{ffn_hw.name}", chips=chips,
+                   tokens_per_s_per_user=1.0 / tpot, time_per_output_token_s=tpot, throughput_tokens_per_s=throughput,
+                   throughput_tokens_per_s_per_chip=throughput / chips, breakdown=summarize(ops),
+                   assumptions=base.assumptions + notes)
+
+
+def predict_pd(model: ModelSpec, prefill_hw: HardwareSpec, prefill_dep: Deployment, decode_hw: HardwareSpec,
+               decode_dep: Deployment, link: LinkSpec) -> Prediction:
+    """Prefill on one pool, decode on another: TTFT adds the KV transfer; speed comes from the decode pool."""
+    prefill = predict_deployment(model, prefill_hw, replace(prefill_dep, batch=1, input_tokens=decode_dep.input_tokens,
+                                                             output_tokens=decode_dep.output_tokens))
+    decode = predict_deployment(model, decode_hw, decode_dep)
+    kv = decode_dep.input_tokens * kv_bytes_per_token(model, decode_dep.kv)
+    transfer_s = link.latency_s + kv / (link.bandwidth_bytes_per_s * prefill_dep.chips)
+    ttft = prefill.ttft_s + transfer_s + decode.time_per_output_token_s
+    note = (f"prefill-decode disaggregation: prefill on {prefill_dep.chips} x {prefill_hw.name} "
+            f"({prefill.ttft_s * 1e3:.1f} ms), KV {kv / 1e6:.1f} MB moved in {transfer_s * 1e3:.2f} ms, "
+            f"decode on {decode_dep.chips} x {decode_hw.name}",)
+    lo, hi = decode.ttft_s_range
+    scale = ttft / decode.ttft_s if decode.ttft_s else 1.0
+    return replace(decode, ttft_s=ttft, ttft_s_range=(lo * scale, hi * scale), prefill_breakdown=prefill.prefill_breakdown,
+                   hardware=f"{prefill_hw.name}->{decode_hw.name}", assumptions=decode.assumptions + note)

@@ -1,0 +1,209 @@
+"""Scenario files (TOML): a whole deployment, optionally disaggregated, with the claim it checks.
+
+Layout (every table but [deployment] optional; see data/scenarios/*.toml for worked examples):
+  name, title, model (catalog name or config path, relative to the file) or [model_config] (inline HF config),
+  hardware; [deployment] tp pp ep dp attn_dp chips batch input_tokens output_tokens weights expert_weights
+  compute kv engine micro_batches overlap_comm redundant_experts stage_layers | stages = ["0-3", "4-7", ...];
+  [speculative] method draft_tokens acceptance draft_model; [afd] ffn_hardware ffn_deployment(table)
+  link_bandwidth_bytes_per_s link_latency_s micro_batches; [prefill] hardware deployment(table)
+  link_bandwidth_bytes_per_s link_latency_s; [workload] sequences (batch benchmark); [claim] id text
+  quantity value unit source kind; [[alternatives]] name + any of the tables above, changing one assumption.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .deployment import Deployment, SpecDecode
+from .disagg import LinkSpec, predict_afd, predict_pd
+from .errors import TokensimError, bad_value, require
+from .hardware.catalog import load_hardware
+from .hardware.loader import read_mapping
+from .hardware.spec import HardwareSpec
+from .layout import fewest_chips, layout_for_chips
+from .model.catalog import load_model
+from .model.hf_config import spec_from_config
+from .model.spec import ModelSpec
+from .predictor import Prediction, predict_deployment
+
+DEPLOYMENT_KEYS = {"tp", "pp", "ep", "dp", "attn_dp", "chips", "batch", "input_tokens", "output_tokens", "weights",
+                   "expert_weights", "compute", "kv", "engine", "micro_batches", "overlap_comm", "redundant_experts",
+                   "stage_layers", "stages"}
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    text: str
+    quantity: str
+    value: float
+    unit: str
+    source: str = ""
+    kind: str = ""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    title: str
+    model: ModelSpec
+    hardware: HardwareSpec
+    deployment: Deployment
+    raw: dict = field(repr=False, compare=False, default_factory=dict)
+    base_dir: Path = Path(".")
+    claim: Claim | None = None
+
+    def alternatives(self) -> list[tuple[str, "Scenario"]]:
+        """The scenario's named variants, each with one changed assumption."""
+        out = []
+        for i, alt in enumerate(self.raw.get("alternatives", [])):
+            name = alt.get("name") or f"alternative {i + 1}"
+            merged = _merge(self.raw, {k: v for k, v in alt.items() if k != "name"})
+            merged.pop("alternatives", None)
+            out.append((name, scenario_from_dict(merged, self.base_dir, where=f"alternatives[{i}]")))
+        return out
+
+
+def _merge(base: dict, change: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in change.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _int(d: dict, key: str, where: str, default: int | None = None) -> int | None:
+    v = d.get(key, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise bad_value(f"{where}.{key}", v, "an integer")
+    return v
+
+
+def parse_stages(stages: list, n_layers: int, where: str) -> tuple[int, ...]:
+    """["0-3", "4", "5-79"] -> stage sizes; every layer mapped to exactly one stage, in order."""
+    covered: list[int] = []
+    sizes = []
+    for i, text in enumerate(stages):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+))?\s*", str(text))
+        if not m:
+            raise bad_value(f"{where}.stages[{i}]", text, 'a layer range like "0-3" or a single layer "4"')
+        a, b = int(m.group(1)), int(m.group(2) or m.group(1))
+        require(a <= b, f"{where}.stages[{i}]", text, "a range whose first layer is not after its last")
+        covered.extend(range(a, b + 1))
+        sizes.append(b - a + 1)
+    expected = list(range(n_layers))
+    if covered != expected:
+        missing = sorted(set(expected) - set(covered))
+        if missing:
+            raise bad_value(f"{where}.stages", stages, f"every layer 0-{n_layers - 1} in exactly one stage; layer "
+                            f"{missing[0]} is mapped to no stage")
+        raise bad_value(f"{where}.stages", stages, f"consecutive, non-overlapping ranges covering layers 0-{n_layers - 1} in order")
+    return tuple(sizes)
+
+
+def deployment_from_dict(d: dict, model: ModelSpec, hw: HardwareSpec, spec: SpecDecode | None, where: str) -> Deployment:
+    unknown = set(d) - DEPLOYMENT_KEYS
+    if unknown:
+        raise bad_value(f"{where}.{sorted(unknown)[0]}", d[sorted(unknown)[0]], f"one of the fields {', '.join(sorted(DEPLOYMENT_KEYS))}")
+    stage_layers = None
+    if "stages" in d:
+        stage_layers = parse_stages(d["stages"], model.n_layers, where)
+    elif "stage_layers" in d:
+        stage_layers = tuple(d["stage_layers"])
+    kw: dict[str, Any] = {k: d[k] for k in ("weights", "expert_weights", "compute", "kv", "engine") if k in d}
+    for k in ("batch", "input_tokens", "output_tokens", "ep", "dp", "attn_dp", "micro_batches", "redundant_experts"):
+        if k in d:
+            kw[k] = _int(d, k, where)
+    if "overlap_comm" in d:
+        kw["overlap_comm"] = bool(d["overlap_comm"])
+    base = Deployment(spec=spec, **kw)
+    tp, pp, chips = _int(d, "tp", where), _int(d, "pp", where), _int(d, "chips", where)
+    if stage_layers is not None:
+        pp = len(stage_layers)
+    if tp is None and pp is None:
+        dep = layout_for_chips(model, hw, chips, base) if chips else fewest_chips(model, hw, base)
+        dep = replace(dep, dp=base.dp, attn_dp=base.attn_dp, ep=base.ep)
+    else:
+        dep = replace(base, tp=tp or 1, pp=pp or 1)
+    if stage_layers is not None:
+        dep = replace(dep, stage_layers=stage_layers, pp=len(stage_layers))
+    dep.stages(model.n_layers)
+    return dep
+
+
+def spec_from_dict(d: dict | None, where: str = "speculative") -> SpecDecode | None:
+    if not d:
+        return None
+    acc = d.get("acceptance", [0.8])
+    acc = tuple(acc) if isinstance(acc, list) else (acc,)
+    for a in acc:
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0.0 <= a < 1.0:
+            raise bad_value(f"{where}.acceptance", a, "a rate in [0, 1)")
+    return SpecDecode(method=d.get("method", "mtp"), draft_tokens=int(d.get("draft_tokens", 1)), acceptance=acc,
+                      draft_model=d.get("draft_model"))
+
+
+def _model(d: dict, base_dir: Path) -> ModelSpec:
+    if "model_config" in d:
+        cfg = d["model_config"]
+        return spec_from_config(cfg, name=d.get("model_name", d.get("name", "scenario model")), source=d.get("model_source", "scenario file"))
+    name = d.get("model")
+    if not name:
+        raise bad_value("model", None, "a catalog name, a config.json path or a [model_config] table")
+    path = base_dir / name
+    return load_model(str(path) if path.suffix == ".json" and path.exists() else name)
+
+
+def scenario_from_dict(d: dict, base_dir: Path, where: str = "scenario") -> Scenario:
+    model = _model(d, base_dir)
+    if "hardware" not in d:
+        raise bad_value("hardware", None, "a catalog name or a hardware file")
+    hw_path = base_dir / d["hardware"]
+    hw = load_hardware(str(hw_path) if hw_path.suffix in (".toml", ".yaml", ".yml") and hw_path.exists() else d["hardware"])
+    spec = spec_from_dict(d.get("speculative"))
+    dep = deployment_from_dict(d.get("deployment", {}), model, hw, spec, "deployment")
+    claim = None
+    if "claim" in d:
+        c = d["claim"]
+        for key in ("id", "quantity", "value"):
+            if key not in c:
+                raise bad_value(f"claim.{key}", None, "a value (field missing)")
+        claim = Claim(id=str(c["id"]), text=str(c.get("text", "")), quantity=str(c["quantity"]), value=float(c["value"]),
+                      unit=str(c.get("unit", "")), source=str(c.get("source", "")), kind=str(c.get("kind", "")))
+    return Scenario(name=str(d.get("name", "scenario")), title=str(d.get("title", d.get("name", ""))), model=model,
+                    hardware=hw, deployment=dep, raw=d, base_dir=base_dir, claim=claim)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    if path.suffix != ".toml":
+        raise bad_value("scenario", str(path), "a .toml scenario file")
+    return scenario_from_dict(read_mapping(path), path.parent)
+
+
+def run_scenario(s: Scenario) -> Prediction:
+    """The prediction for a scenario: plain, attention-FFN disaggregated, or prefill-decode disaggregated."""
+    raw = s.raw
+    if "afd" in raw:
+        a = raw["afd"]
+        ffn_hw = load_hardware(a.get("ffn_hardware", s.hardware.name))
+        ffn_dep = deployment_from_dict(a.get("ffn_deployment", {}), s.model, ffn_hw, None, "afd.ffn_deployment") \
+            if "ffn_deployment" in a else Deployment()
+        link = LinkSpec(float(a.get("link_bandwidth_bytes_per_s", 50e9)), float(a.get("link_latency_s", 5e-6)),
+                        a.get("link_name", "afd link"))
+        return predict_afd(s.model, s.hardware, s.deployment, ffn_hw, ffn_dep, link, int(a.get("micro_batches", 2)))
+    if "prefill" in raw:
+        p = raw["prefill"]
+        phw = load_hardware(p.get("hardware", s.hardware.name))
+        pdep = deployment_from_dict(p.get("deployment", {}), s.model, phw, None, "prefill.deployment")
+        link = LinkSpec(float(p.get("link_bandwidth_bytes_per_s", 50e9)), float(p.get("link_latency_s", 10e-6)), "kv link")
+        return predict_pd(s.model, phw, pdep, s.hardware, s.deployment, link)
+    notes = tuple(f"scenario: {line}" for line in raw.get("assumptions", []))
+    return predict_deployment(s.model, s.hardware, s.deployment, notes)

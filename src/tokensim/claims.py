@@ -23,7 +23,10 @@ from .errors import TokensimError, bad_value
 from .hardware.loader import read_mapping
 from .layout import fit_error
 from .precision import get_precision
-from .predictor import Prediction, predict_deployment, prefill_run_s
+from .constants import for_hardware
+from .cost.context import make_context
+from .memory import bytes_per_token
+from .predictor import Prediction, decode_context, predict_deployment, prefill_run_s
 from .scenario import Scenario, load_scenario, run_scenario
 
 LOWER_IS_BETTER = {"ttft_s", "latency_s", "session_minutes", "power_kw"}
@@ -92,8 +95,10 @@ def quantity(s: Scenario, q: str) -> Value:
         f = p.throughput_tokens_per_s / p.tokens_per_s_per_user
         return Value(p.throughput_tokens_per_s, lo * f, hi * f, _limit(p))
     if q == "bytes_per_token":
-        v = p.bytes_per_step_per_chip * p.chips / (p.deployment.batch * p.tokens_per_step)
-        return Value(v, *_band(v, ARITHMETIC_BAND), "weights touched per step, shared by the batch")
+        ctx = make_context(s.model, s.hardware, s.deployment, for_hardware(s.hardware, s.deployment.engine))
+        v = bytes_per_token(ctx, s.deployment.batch, decode_context(s.deployment), p.tokens_per_step)
+        return Value(v, *_band(v, ARITHMETIC_BAND), f"at batch {s.deployment.batch} the weights touched per step are "
+                     "shared by every token of the batch; the whole checkpoint is read only when every expert is hit")
     if q == "min_chips":
         return Value(p.min_chips, *_band(p.min_chips, ARITHMETIC_BAND), "capacity of the weight tier")
     if q == "largest_model_params":
@@ -144,12 +149,23 @@ def verdict(claim: float, q: str, base: Value, alts: list[tuple[str, Value]]) ->
     if q in AT_LEAST:
         name, least = min(variants, key=lambda nv: nv[1].value)
         return f"implausible because {name} needs at least {least.low:.3g}: {least.limit}"
-    better = (lambda v: claim < v.low) if q in LOWER_IS_BETTER else (lambda v: claim > v.high)
+    lower = q in LOWER_IS_BETTER
+    better = (lambda v: claim < v.low) if lower else (lambda v: claim > v.high)
     if all(better(v) for _, v in variants):
-        name, best = (min if q in LOWER_IS_BETTER else max)(variants, key=lambda nv: nv[1].value)
-        edge = best.low if q in LOWER_IS_BETTER else best.high
-        return f"implausible because even {name} reaches only {edge:.3g} (at its band's edge): {best.limit}"
-    return "inconsistent: every modelled variant does better than the claim, so the claimed system runs below its modelled efficiency or at a larger batch"
+        name, best = (min if lower else max)(variants, key=lambda nv: nv[1].value)
+        edge = best.low if lower else best.high
+        what = "needs at least" if lower else "reaches at most"
+        return f"implausible because even {name} {what} {edge:.3g} (the edge of its band): {best.limit}"
+    worse = (lambda v: claim > v.high) if lower else (lambda v: claim < v.low)
+    if all(worse(v) for _, v in variants):
+        if q == "ratio":
+            return f"inconsistent: the modelled ratio is at least {min(v.low for _, v in variants):.3g}; the claim understates it"
+        return ("inconsistent: every modelled variant does better than the claim, so the claimed system runs below "
+                "its modelled efficiency or at a larger batch")
+    above = [n for n, v in variants if claim < v.low]
+    below = [n for n, v in variants if claim > v.high]
+    return (f"inconsistent with every variant as stated: the claim falls between {' and '.join(below)} "
+            f"(below it) and {' and '.join(above)} (above it), so it hinges on an assumption the source did not state")
 
 
 def _assumptions(s: Scenario) -> tuple[str, ...]:
@@ -206,18 +222,30 @@ def study_table(s: Scenario) -> list[dict]:
     return rows
 
 
-def _ratio(c: dict, path: Path) -> ClaimResult:
-    """A claimed ratio between two scenarios' values of one quantity."""
-    num, den = (load_scenario(path.parent / f"{name}.toml") for name in c["of"])
-    q = str(c.get("of_quantity", "tokens_per_s_per_user"))
+def _ratio_value(num: Scenario, den: Scenario, q: str) -> Value:
     a, b = quantity(num, q), quantity(den, q)
     value = a.value / b.value
-    band = Value(value, a.low / b.high, a.high / b.low, f"{num.name}: {a.limit}; {den.name}: {b.limit}")
+    return Value(value, a.low / b.high, a.high / b.low, f"{num.name}: {a.limit}; {den.name}: {b.limit}")
+
+
+def _ratio(c: dict, path: Path) -> ClaimResult:
+    """A claimed ratio between two scenarios' values of one quantity; `pairs` names alternatives of the two
+    scenarios to combine as the ratio's own alternatives."""
+    num, den = (load_scenario(path.parent / f"{name}.toml") for name in c["of"])
+    q = str(c.get("of_quantity", "tokens_per_s_per_user"))
+    band = _ratio_value(num, den, q)
+    num_alts, den_alts = dict(num.alternatives()), dict(den.alternatives())
+    alts = []
+    for a_name, b_name in c.get("pairs", []):
+        if a_name not in num_alts or b_name not in den_alts:
+            raise bad_value("claims.pairs", [a_name, b_name], f"alternative names of {num.name} and {den.name}")
+        alts.append((a_name if a_name == b_name else f"{a_name} / {b_name}", _ratio_value(num_alts[a_name], den_alts[b_name], q)))
     claim = float(c["value"])
     return ClaimResult(
         id=str(c["id"]), text=str(c.get("text", "")), scenario=f"{num.name} / {den.name}", quantity=f"ratio of {q}",
-        unit="x", claim_value=claim, predicted_value=value, predicted_range=(band.low, band.high), ratio=claim / value,
-        verdict=verdict(claim, "ratio", band, []), assumptions=_assumptions(num) + _assumptions(den),
+        unit="x", claim_value=claim, predicted_value=band.value, predicted_range=(band.low, band.high), ratio=claim / band.value,
+        verdict=verdict(claim, "ratio", band, alts), assumptions=_assumptions(num) + _assumptions(den),
+        alternatives=tuple({"name": n, "predicted_value": v.value, "range": [v.low, v.high]} for n, v in alts),
         source=str(c.get("source", "")))
 
 

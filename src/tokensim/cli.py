@@ -13,7 +13,7 @@ from .errors import TokensimError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Predict, explain and plan LLM token-generation speed on GPUs, wafers and LPUs.")
-out = Console()
+out = Console(width=None if sys.stdout.isatty() else 150)
 
 
 def emit_json(obj: object) -> None:
@@ -98,6 +98,40 @@ def predict(
     if json_out:
         return emit_json(p.to_dict())
     print_prediction(p, out)
+
+
+@app.command()
+def run(
+    scenario: str = typer.Argument(..., help="a scenario TOML file, or the name of a shipped one (see `tokensim claims`)"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Predict a whole deployment described by a scenario file (wafer pipelines, disaggregation, speculation)."""
+    from .render import print_prediction
+    from .scenario import find_scenario, load_scenario, run_scenario
+
+    s = load_scenario(find_scenario(scenario))
+    p = run_scenario(s)
+    if json_out:
+        d = p.to_dict()
+        d["scenario"] = s.name
+        return emit_json(d)
+    out.print(f"[bold]{s.title}[/bold]")
+    print_prediction(p, out)
+
+
+@app.command()
+def claims(json_out: bool = typer.Option(False, "--json", help="print a JSON list, one object per claim")) -> None:
+    """Each public speed claim against tokensim's prediction, with the assumptions that decide it and a verdict."""
+    from .claims import all_claims, claims_dir
+    from .progress import progress_bar
+    from .render_claims import print_claims
+
+    n = len(list(claims_dir().glob("*.toml")))
+    with progress_bar("claims", n, enabled=not json_out) as tick:
+        results = all_claims(progress=tick)
+    if json_out:
+        return emit_json([r.to_dict() for r in results])
+    print_claims(results, out)
 
 
 @app.command()

@@ -99,3 +99,29 @@ def kv_bytes_per_token(model, kv_precision: str = "bf16") -> float:
         if isinstance(att, Attention) and att.window is None:
             total += (att.kv_elems_per_token * width + att.indexer_elems_per_token * min(width, 1.0)) / att.compress_ratio
     return total
+
+
+def bytes_per_token(ctx: Context, batch: int, context_tokens: float, tokens_per_step: float = 1.0) -> float:
+    """Bytes read from memory per generated token over the whole deployment: every active attention
+    rank reads its copy of the dense weights, routed experts are read once per distinct expert touched
+    (E (1 - (1 - k/E)^T) per layer for T tokens), every sequence reads its KV cache."""
+    dep, model, r = ctx.dep, ctx.model, ctx.rates
+    active_ranks = min(dep.attn_dp, batch) * dep.dp
+    dense = expert = kv = 0.0
+    for layer in model.layers:
+        mix, ffn = layer.mixer, layer.ffn
+        if mix is not None:
+            dense += mix.params * r["attention"].bytes_per_weight
+        if isinstance(mix, Attention):
+            kv += mix.read_entries(context_tokens) * mix.kv_elems_per_token * ctx.b_kv
+            kv += mix.cached_entries(context_tokens) * mix.indexer_elems_per_token * ctx.b_idx
+        elif isinstance(mix, LinearMixer):
+            kv += 2 * mix.state_elems * ctx.b_state
+        if isinstance(ffn, DenseFFN):
+            dense += ffn.params * r["dense_ffn"].bytes_per_weight
+        elif isinstance(ffn, MoE):
+            dense += (ffn.shared_params + ffn.router_params + ffn.latent_params) * r["shared_experts"].bytes_per_weight
+            touched = ffn.n_experts * (1.0 - (1.0 - ffn.top_k / ffn.n_experts) ** (batch * tokens_per_step / dep.dp))
+            expert += touched * ffn.expert_params * r["routed_experts"].bytes_per_weight * dep.dp
+    dense += model.lm_head_matmul_params * r["lm_head"].bytes_per_weight
+    return (dense * active_ranks + expert + kv * batch) / (batch * tokens_per_step)

@@ -49,8 +49,9 @@ def prediction_table(p: Prediction) -> Table:
 
 
 def breakdown_table(p: Prediction) -> Table:
-    t = Table(title="decode step breakdown (one token through every stage)", title_justify="left")
-    for col in ("op", "x", "time", "share", "bytes/chip", "FLOPs/chip", "bound"):
+    t = Table(title="decode step breakdown (one token through every stage)", title_justify="left",
+              caption="bytes and FLOPs: per chip of each stage, summed over the stages a token passes")
+    for col in ("op", "x", "time", "share", "bytes", "FLOPs", "bound"):
         t.add_column(col, justify="right" if col not in ("op", "bound") else "left")
     total = sum(op.time_s for op in p.breakdown) or 1.0
     for op in p.breakdown:

@@ -63,6 +63,8 @@ class Scenario:
             name = alt.get("name") or f"alternative {i + 1}"
             merged = _merge(self.raw, {k: v for k, v in alt.items() if k != "name"})
             merged.pop("alternatives", None)
+            if "model" in alt:                   # a named model replaces an inline one
+                merged.pop("model_config", None)
             out.append((name, scenario_from_dict(merged, self.base_dir, where=f"alternatives[{i}]")))
         return out
 
@@ -123,15 +125,15 @@ def deployment_from_dict(d: dict, model: ModelSpec, hw: HardwareSpec, spec: Spec
             kw[k] = _int(d, k, where)
     if "overlap_comm" in d:
         kw["overlap_comm"] = bool(d["overlap_comm"])
-    base = Deployment(spec=spec, **kw)
     tp, pp, chips = _int(d, "tp", where), _int(d, "pp", where), _int(d, "chips", where)
     if stage_layers is not None:
         pp = len(stage_layers)
     if tp is None and pp is None:
+        base = Deployment(spec=spec, **{k: v for k, v in kw.items() if k not in ("ep", "attn_dp")})
         dep = layout_for_chips(model, hw, chips, base) if chips else fewest_chips(model, hw, base)
-        dep = replace(dep, dp=base.dp, attn_dp=base.attn_dp, ep=base.ep)
+        dep = replace(dep, dp=kw.get("dp", 1), attn_dp=kw.get("attn_dp", 1), ep=kw.get("ep", 1))
     else:
-        dep = replace(base, tp=tp or 1, pp=pp or 1)
+        dep = Deployment(spec=spec, tp=tp or 1, pp=pp or 1, **kw)
     if stage_layers is not None:
         dep = replace(dep, stage_layers=stage_layers, pp=len(stage_layers))
     dep.stages(model.n_layers)
@@ -189,7 +191,22 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def run_scenario(s: Scenario) -> Prediction:
-    """The prediction for a scenario: plain, attention-FFN disaggregated, or prefill-decode disaggregated."""
+    """The prediction for a scenario: plain, attention-FFN disaggregated, or prefill-decode disaggregated.
+    A [constants] table overrides empirical constants for this scenario's hardware family (a what-if)."""
+    overrides = s.raw.get("constants")
+    if overrides:
+        from .constants import Constants, overridden
+        from dataclasses import fields
+        names = {f.name for f in fields(Constants)}
+        for key, value in overrides.items():
+            if key not in names:
+                raise bad_value(f"constants.{key}", value, f"one of {', '.join(sorted(names))}")
+        with overridden({s.hardware.family: {"default": dict(overrides)}}):
+            return _run(s)
+    return _run(s)
+
+
+def _run(s: Scenario) -> Prediction:
     raw = s.raw
     if "afd" in raw:
         a = raw["afd"]
@@ -207,3 +224,21 @@ def run_scenario(s: Scenario) -> Prediction:
         return predict_pd(s.model, phw, pdep, s.hardware, s.deployment, link)
     notes = tuple(f"scenario: {line}" for line in raw.get("assumptions", []))
     return predict_deployment(s.model, s.hardware, s.deployment, notes)
+
+
+def shipped_scenarios() -> dict[str, Path]:
+    from importlib import resources
+    root = Path(str(resources.files("tokensim") / "data" / "scenarios"))
+    return {p.stem: p for p in sorted(root.rglob("*.toml"))}
+
+
+def find_scenario(name_or_path: str) -> Path:
+    """A path to a scenario file, or the name of a shipped one."""
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    shipped = shipped_scenarios()
+    if name_or_path in shipped:
+        return shipped[name_or_path]
+    from .catalog import unknown
+    raise unknown("scenario", name_or_path, shipped)

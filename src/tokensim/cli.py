@@ -135,6 +135,107 @@ def claims(json_out: bool = typer.Option(False, "--json", help="print a JSON lis
 
 
 @app.command()
+def plan(
+    model: str = typer.Option(..., "--model", "-m", help="catalog name or config.json path"),
+    hardware: list[str] = typer.Option(..., "--hardware", "-H", help="one or more hardware names (repeat the option)"),
+    max_chips: int = typer.Option(64, help="the most chips a deployment may use"),
+    min_tps_user: float = typer.Option(0.0, help="tokens/s per user every deployment must reach"),
+    max_ttft: float = typer.Option(float("inf"), help="TTFT limit in seconds"),
+    input_tokens: int = typer.Option(1024, "--input", help="prompt tokens"),
+    output_tokens: int = typer.Option(256, "--output", help="generated tokens"),
+    objective: str = typer.Option("cost", help="cost, throughput or speed"),
+    engine: str = typer.Option("default", help="engine class: default, tuned, basic"),
+    csv_path: Optional[str] = typer.Option(None, "--csv", help="write every evaluated deployment to this CSV"),
+    plot: Optional[str] = typer.Option(None, "--plot", help="write the Pareto front as PNG and SVG"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Search deployments (chips, TP/PP/EP/DP, batch, precision, speculation, disaggregation) and print the Pareto front."""
+    from .hardware.catalog import load_hardware
+    from .model.catalog import load_model
+    from .plan.output import print_plan, plan_json, write_csv
+    from .plan.search import PlanRequest, candidate_groups
+    from .plan.search import plan as run_plan
+    from .progress import progress_bar
+
+    if objective not in ("cost", "throughput", "speed"):
+        raise TokensimError(f"objective = {objective!r}: expected cost, throughput or speed")
+    req = PlanRequest(load_model(model), tuple(load_hardware(h) for h in hardware), max_chips=max_chips,
+                      min_tps_user=min_tps_user, max_ttft_s=max_ttft, input_tokens=input_tokens,
+                      output_tokens=output_tokens, objective=objective, engine=engine)
+    n = sum(len(candidate_groups(req, h)) for h in req.hardware)
+    with progress_bar("planning", n, enabled=not json_out) as tick:
+        result = run_plan(req, progress=tick)
+    if csv_path:
+        write_csv(result, csv_path)
+    if plot:
+        from .plots import pareto
+        pareto([dict(result.point(i), hardware=result.point(i)["deployment"]["hardware"], front=True,
+                     best=(i == result.best)) for i in result.front], plot)
+    if json_out:
+        return emit_json(plan_json(result))
+    print_plan(result, req, out)
+    if result.best is None:
+        raise typer.Exit(1)
+
+
+@app.command()
+def compare(
+    a: str = typer.Argument(..., help="scenario name/file, or model@hardware[:tp=8,batch=4,...]"),
+    b: str = typer.Argument(..., help="the same for the second system"),
+    plot: Optional[str] = typer.Option(None, "--plot", help="write the waterfall as PNG and SVG"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Explain the tokens/s-per-user gap between two systems as a waterfall of named factors."""
+    import math
+
+    from .plan.compare import parse_setup, waterfall
+
+    sa, sb = parse_setup(a), parse_setup(b)
+    factors, speed_a, speed_b, total = waterfall(sa, sb)
+    if plot:
+        from .plots import waterfall as draw
+        draw([(f.name, f.ratio) for f in factors], total, plot)
+    if json_out:
+        return emit_json({"a": sa.label, "b": sb.label, "tokens_per_s_per_user_a": speed_a, "tokens_per_s_per_user_b": speed_b,
+                          "ratio": total, "factors": [{"name": f.name, "ratio": f.ratio, "detail": f.detail} for f in factors],
+                          "product_of_factors": math.prod(f.ratio for f in factors)})
+    t = Table(title=f"{sb.label} against {sa.label}: {speed_b:.1f} / {speed_a:.1f} tokens/s per user = {total:.2f}x",
+              title_justify="left")
+    for col in ("factor (swapped in this order)", "x", "cumulative", "what changed"):
+        t.add_column(col)
+    cum = 1.0
+    for f in factors:
+        cum *= f.ratio
+        t.add_row(f.name, f"{f.ratio:.3f}", f"{cum:.3f}", f.detail)
+    out.print(t)
+
+
+@app.command()
+def agent(
+    scenarios: list[str] = typer.Argument(..., help="scenario names or files, one per deployment to compare"),
+    session: Optional[str] = typer.Option(None, help="a JSONL or TOML list of calls; default: the built-in coding loop"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """End-to-end time of an agent session on several deployments, and the share spent waiting on the model."""
+    from .agent import coding_loop, load_session, session_time
+    from .scenario import find_scenario, load_scenario, run_scenario
+
+    sess = load_session(session) if session else coding_loop()
+    rows = []
+    for name in scenarios:
+        s = load_scenario(find_scenario(name))
+        rows.append(session_time(sess, run_scenario(s), s.name))
+    if json_out:
+        return emit_json({"session": sess.name, "calls": len(sess.calls), "deployments": [r.to_dict() for r in rows]})
+    t = Table(title=f"agent session: {sess.name}", title_justify="left")
+    for col in ("deployment", "wall time", "waiting on the model", "tools"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r.deployment, f"{r.total_s / 60:.1f} min", f"{r.model_s / 60:.1f} min ({r.model_share:.0%})", f"{r.tool_s / 60:.1f} min")
+    out.print(t)
+
+
+@app.command()
 def validate(
     measurements: Optional[str] = typer.Option(None, "--measurements", help="CSV with the columns of the shipped measurements.csv"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -187,7 +288,9 @@ def fit(
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except TokensimError as exc:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(2)

@@ -100,9 +100,11 @@ def _ttft(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> StepCost | flo
     return cost, ttft
 
 
-def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assumptions: tuple[str, ...] = ()) -> Prediction:
+def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assumptions: tuple[str, ...] = (),
+                       check_fit: bool = True) -> Prediction:
+    """`check_fit=False` predicts a deployment whose weights and KV would not fit (what-if steps of `compare`)."""
     check_against_model(model, dep)
-    err = fit_error(model, hw, dep)
+    err = fit_error(model, hw, dep) if check_fit else None
     if err is not None:
         raise err
     k = for_hardware(hw, dep.engine)

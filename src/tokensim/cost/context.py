@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..constants import Constants
 from ..deployment import Deployment
 from ..hardware.spec import FALLBACK, HardwareSpec, Link
@@ -46,11 +48,19 @@ class Context:
             return up
         return self.hw.link("scale_out") or up
 
-    def link_time(self, nbytes: float, group_chips: int, latency_s: float) -> tuple[float, str]:
-        link = self.link_for(group_chips)
-        if link is None:
-            return latency_s, ""
-        return latency_s + link.latency_s + nbytes / (self.k.link_bandwidth_fraction * link.bandwidth_bytes_per_s), link.name
+    def link_time(self, nbytes, group_chips, latency_s: float) -> tuple:
+        """Time of one collective over `group_chips` chips; for arrays, each element picks its own link."""
+        def over(link: Link):
+            return latency_s + link.latency_s + nbytes / (self.k.link_bandwidth_fraction * link.bandwidth_bytes_per_s)
+
+        if np.ndim(group_chips) == 0:
+            link = self.link_for(group_chips)
+            return (latency_s, "") if link is None else (over(link), link.name)
+        up, out = self.hw.link("scale_up"), self.hw.link("scale_out")
+        if up is None or out is None or up.domain_chips == 0:
+            link = up or out
+            return (latency_s + 0.0 * nbytes, "") if link is None else (over(link), link.name)
+        return np.where(group_chips <= up.domain_chips, over(up), over(out)), "scale_up/scale_out"
 
 
 def stored_precision(model: ModelSpec, dep: Deployment, group: str) -> str:

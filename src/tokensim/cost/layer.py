@@ -2,10 +2,16 @@
 
 Decode reads the weights the step touches and every sequence's KV; prefill writes KV and is
 usually compute-bound. Formulas follow notes/theory.md sections 1.1-1.4 and 2.
+
+The same functions evaluate one deployment (Python numbers) or many at once: the planner passes numpy
+arrays for the parallel degrees, batch and precisions, and ops that exist only for some of them (a TP
+all-reduce where tp > 1) are gated by a 0/1 mask instead of an `if`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..model.spec import Attention, DenseFFN, Layer, LinearMixer, MoE
 from .context import Context
@@ -30,11 +36,26 @@ class Shape:
 # GEMM, top-k, permute, two grouped GEMMs, activation, un-permute; each collective is one kernel.
 KERNELS = {"attn.proj": 4, "attn.proj.mla": 8, "attn.core": 1, "linear.proj": 4, "linear.state": 3,
            "ffn": 4, "moe.shared": 4, "moe.experts": 7, "tp.allreduce": 1, "ep.dispatch": 1, "ep.combine": 1,
+           "dp.gather": 1, "dp.scatter": 1,
            "lm_head": 2, "pp.hop": 1}
 
 
 def launch_s(ctx: Context, kernel_key: str) -> float:
     return KERNELS.get(kernel_key, 1) * ctx.k.kernel_gap_s
+
+
+def needed(mask) -> bool:
+    """Whether an optional op is needed at all: a Python bool, or any element of a mask array."""
+    return bool(np.any(mask))
+
+
+def gated(op: OpCost, mask) -> OpCost:
+    """The op where `mask` holds, nothing elsewhere (identity for a scalar True)."""
+    if np.ndim(mask) == 0:
+        return op
+    m = np.asarray(mask, dtype=float)
+    return OpCost(op.name, op.bytes * m, op.flops * m, op.comm_bytes * m, op.link, op.t_memory_s * m,
+                  op.t_compute_s * m, op.t_comm_s * m, op.t_fixed_s * m)
 
 
 def gemm_efficiency(ctx: Context, rows: float | None) -> float:
@@ -67,7 +88,7 @@ def comm_op(ctx: Context, name: str, nbytes: float, group_chips: int, latency_s:
 
 def kv_shard(att: Attention, tp: int) -> int:
     """How many ways one sequence's KV is split across a TP group: GQA by KV heads, MLA's latent not at all."""
-    return min(tp, att.n_kv_heads) if att.kind == "gqa" else 1
+    return np.minimum(tp, att.n_kv_heads) if att.kind == "gqa" else 1
 
 
 def attention_ops(ctx: Context, att: Attention, s: Shape) -> list[OpCost]:
@@ -106,20 +127,29 @@ def moe_ops(ctx: Context, moe: MoE, s: Shape) -> list[OpCost]:
     always_on = moe.shared_params + moe.router_params + moe.latent_params
     if always_on:
         ops.append(weight_op(ctx, "moe.shared", always_on / dep.tp, s.tokens, "shared_experts"))
-    imbalance = k.moe_load_imbalance if dep.ep > 1 else 1.0
+    imbalance = np.where(dep.ep > 1, k.moe_load_imbalance, 1.0)
+    if np.ndim(imbalance) == 0:
+        imbalance = float(imbalance)
     slots = (moe.n_experts + dep.redundant_experts) / moe.n_experts
     distinct = expected_experts_touched(moe.n_experts, moe.top_k, s.moe_tokens)
     touched = distinct * slots / dep.ep
     rate = ctx.rates["routed_experts"]
     nbytes = imbalance * touched * moe.expert_params / dep.moe_tp * rate.bytes_per_weight
     flops = imbalance * 2.0 * s.moe_tokens * moe.top_k * moe.expert_params / (dep.ep * dep.moe_tp)
-    rows_per_expert = s.moe_tokens * moe.top_k / max(distinct, 1e-9)
+    rows_per_expert = s.moe_tokens * moe.top_k / np.maximum(distinct, 1e-9)
     ops.append(compute_op(ctx, "moe.experts", nbytes, flops, "routed_experts", rows=rows_per_expert))
-    if dep.ep > 1:
+    gather = (dep.attn_dp > 1) & (dep.ep < dep.stage_chips)
+    if needed(gather):
+        # attention-DP ranks hand their tokens to experts split across ranks (SGLang dp_gather / dp_scatter):
+        # every chip receives the other ranks' tokens before the experts and returns their partial sums after
+        nbytes = (s.moe_tokens - s.tokens) * ctx.model.hidden_size * ctx.b_act
+        for name in ("dp.gather", "dp.scatter"):
+            ops.append(gated(comm_op(ctx, name, nbytes, dep.stage_chips, k.collective_latency_s), gather))
+    if needed(dep.ep > 1):
         per_chip_tokens = s.moe_tokens / dep.stage_chips
         nbytes = per_chip_tokens * moe.top_k * ctx.model.hidden_size * ctx.b_act * (dep.ep - 1) / dep.ep
-        ops.append(comm_op(ctx, "ep.dispatch", nbytes, dep.ep, k.all_to_all_latency_s))
-        ops.append(comm_op(ctx, "ep.combine", nbytes, dep.ep, k.all_to_all_latency_s))
+        for name in ("ep.dispatch", "ep.combine"):
+            ops.append(gated(comm_op(ctx, name, nbytes, dep.ep, k.all_to_all_latency_s), dep.ep > 1))
     return ops
 
 
@@ -135,27 +165,31 @@ def layer_ops(ctx: Context, layer: Layer, s: Shape) -> list[OpCost]:
         ops += attention_ops(ctx, layer.mixer, s)
     elif isinstance(layer.mixer, LinearMixer):
         ops += linear_mixer_ops(ctx, layer.mixer, s)
-    if layer.mixer is not None and ctx.dep.tp > 1:
-        ops.append(allreduce_op(ctx, s.tokens))
+    if layer.mixer is not None and needed(ctx.dep.tp > 1):
+        ops.append(gated(allreduce_op(ctx, s.tokens), ctx.dep.tp > 1))
     if isinstance(layer.ffn, DenseFFN):
         ops.append(weight_op(ctx, "ffn", layer.ffn.params / ctx.dep.tp, s.tokens, "dense_ffn"))
     elif isinstance(layer.ffn, MoE):
         ops += moe_ops(ctx, layer.ffn, s)
-    if layer.ffn is not None and ctx.dep.tp > 1:
-        ops.append(allreduce_op(ctx, s.tokens))
-    if ctx.dep.overlap_comm:
-        ops = hide_comm(ops)
+    if layer.ffn is not None and needed(ctx.dep.tp > 1):
+        ops.append(gated(allreduce_op(ctx, s.tokens), ctx.dep.tp > 1))
+    if needed(ctx.dep.overlap_comm):
+        ops = hide_comm(ops, ctx.dep.overlap_comm)
     if ctx.k.layer_latency_s:
         ops.append(OpCost("layer.floor", 0.0, 0.0, 0.0, "", 0.0, 0.0, 0.0, ctx.k.layer_latency_s))
     return ops
 
 
-def hide_comm(ops: list[OpCost]) -> list[OpCost]:
+def hide_comm(ops: list[OpCost], overlap=True) -> list[OpCost]:
     """Two-micro-batch overlap: communication runs under the layer's own work; only the excess is exposed."""
-    work = sum(max(o.t_memory_s, o.t_compute_s) for o in ops)
+    work = sum(np.maximum(o.t_memory_s, o.t_compute_s) for o in ops)
     comm = sum(o.t_comm_s for o in ops)
-    if comm == 0.0:
+    if not needed(comm > 0):
         return ops
-    exposed = max(0.0, comm - work) / comm
-    return [o if o.t_comm_s == 0.0 else OpCost(o.name, o.bytes, o.flops, o.comm_bytes, o.link, 0.0, 0.0, o.t_comm_s * exposed, o.t_fixed_s)
+    exposed = np.maximum(0.0, comm - work) / np.where(comm > 0, comm, 1.0)
+    exposed = np.where(overlap, exposed, 1.0)
+    if np.ndim(exposed) == 0:
+        exposed = float(exposed)
+    return [o if not needed(o.t_comm_s) else OpCost(o.name, o.bytes, o.flops, o.comm_bytes, o.link, 0.0, 0.0,
+                                                    o.t_comm_s * exposed, o.t_fixed_s)
             for o in ops]

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class OpCost:
@@ -18,7 +20,10 @@ class OpCost:
 
     @property
     def time_s(self) -> float:
-        return max(self.t_memory_s, self.t_compute_s) + self.t_comm_s + self.t_fixed_s
+        if isinstance(self.t_memory_s, float) and isinstance(self.t_compute_s, float):
+            return max(self.t_memory_s, self.t_compute_s) + self.t_comm_s + self.t_fixed_s
+        t = np.maximum(self.t_memory_s, self.t_compute_s) + self.t_comm_s + self.t_fixed_s
+        return float(t) if np.ndim(t) == 0 else t
 
     @property
     def bound(self) -> str:

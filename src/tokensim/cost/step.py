@@ -1,8 +1,9 @@
 """One step of the whole model: layers grouped into pipeline stages, LM head, hops, host time."""
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
+
+import numpy as np
 
 from .context import Context
 from .layer import Shape, comm_op, layer_ops, weight_op
@@ -27,12 +28,15 @@ class StepCost:
         return summarize(list(self.ops))
 
 
-def layer_groups(ctx: Context) -> list[Counter]:
-    """For each stage, its distinct layers and how many times each occurs."""
-    layers = ctx.model.layers
+def layer_groups(ctx: Context) -> list[dict]:
+    """For each stage, its distinct layers and how many times each occurs (in first-seen order)."""
+    distinct, index = ctx.model.layer_kinds
     groups, start = [], 0
-    for n in ctx.dep.stages(len(layers)):
-        groups.append(Counter(layers[start:start + n]))
+    for n in ctx.dep.stages(len(index)):
+        counts: dict[int, int] = {}
+        for i in index[start:start + n]:
+            counts[i] = counts.get(i, 0) + 1
+        groups.append({distinct[i]: c for i, c in counts.items()})
         start += n
     return groups
 
@@ -43,19 +47,21 @@ def step_cost(ctx: Context, shape: Shape, head: bool = True) -> StepCost:
     ops: list[tuple[OpCost, int]] = []
     stage_s, stage_bytes, stage_flops = [], [], []
     groups = layer_groups(ctx)
+    per_layer: dict = {}           # a layer type's ops and totals, computed once for every stage holding it
     for index, group in enumerate(groups):
         t = b = f = 0.0
         for layer, count in group.items():
-            for op in layer_ops(ctx, layer, shape):
-                ops.append((op.scaled(count), count))
-                t += op.time_s * count
-                b += op.bytes * count
-                f += op.flops * count
+            if layer not in per_layer:
+                lops = layer_ops(ctx, layer, shape)
+                per_layer[layer] = (lops, sum(o.time_s for o in lops), sum(o.bytes for o in lops), sum(o.flops for o in lops))
+            lops, lt, lb, lf = per_layer[layer]
+            ops.extend((op.scaled(count), count) for op in lops)
+            t, b, f = t + lt * count, b + lb * count, f + lf * count
         if head and index == len(groups) - 1:
             logits_tokens = shape.seqs if ctx.prefill else shape.tokens
-            head = weight_op(ctx, "lm_head", model.lm_head_matmul_params / dep.tp, logits_tokens, "lm_head")
-            ops.append((head, 1))
-            t, b, f = t + head.time_s, b + head.bytes, f + head.flops
+            lm = weight_op(ctx, "lm_head", model.lm_head_matmul_params / dep.tp, logits_tokens, "lm_head")
+            ops.append((lm, 1))
+            t, b, f = t + lm.time_s, b + lm.bytes, f + lm.flops
         stage_s.append(t)
         stage_bytes.append(b)
         stage_flops.append(f)
@@ -66,6 +72,6 @@ def step_cost(ctx: Context, shape: Shape, head: bool = True) -> StepCost:
         hop = hop_op.time_s
     # host time per step: a fixed part plus a part per running sequence (scheduling, sampling, detokenizing)
     host = ctx.k.host_overhead_s + ctx.k.host_overhead_per_seq_s * shape.seqs * ctx.dep.attn_dp
-    if host:
+    if np.any(host):
         ops.append((OpCost("host", 0.0, 0.0, 0.0, "", 0.0, 0.0, 0.0, host), 1))
     return StepCost(tuple(stage_s), hop, host, tuple(ops), tuple(stage_bytes), tuple(stage_flops))

@@ -6,6 +6,7 @@ Every count is a number of parameters or elements; bytes come only when a precis
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..errors import require
 
@@ -146,6 +147,13 @@ class ModelSpec:
     @property
     def n_layers(self) -> int:
         return len(self.layers)
+
+    @cached_property
+    def layer_kinds(self) -> tuple[tuple[Layer, ...], tuple[int, ...]]:
+        """(the distinct layers, each layer's index among them): lets cost code group equal layers cheaply."""
+        distinct: dict[Layer, int] = {}
+        index = tuple(distinct.setdefault(layer, len(distinct)) for layer in self.layers)
+        return tuple(distinct), index
 
     @property
     def total_params(self) -> int:

@@ -1,0 +1,1 @@
+"""Planning: vectorized deployment search, Pareto fronts, gap explanations."""

@@ -1,0 +1,132 @@
+"""`tokensim compare A B`: why is A faster than B, as a waterfall of named factors.
+
+Starting from A, B's settings are swapped in one factor at a time, in this order: bytes touched per
+token (the model), precision, memory bandwidth, compute peak, communication (links), latency floors
+and achieved efficiencies (the hardware family's empirical constants), parallelism and pipeline depth,
+batch, speculative decoding, sequence lengths. Each factor's contribution is the ratio of tokens/s per
+user after and before its swap, so the contributions multiply exactly to the total ratio B / A.
+Intermediate steps are hypothetical machines (A's chip with B's bandwidth, ...) and skip the memory-fit
+check, since only the last step has to exist.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..deployment import Deployment
+from ..errors import TokensimError
+from ..hardware.spec import HardwareSpec
+from ..model.spec import ModelSpec
+from ..predictor import predict_deployment
+
+
+@dataclass(frozen=True)
+class Setup:
+    model: ModelSpec
+    hardware: HardwareSpec
+    deployment: Deployment
+    label: str
+
+
+@dataclass(frozen=True)
+class Factor:
+    name: str
+    ratio: float                   # tokens/s per user after / before this swap
+    detail: str
+
+
+def _hardware_steps(a: HardwareSpec, b: HardwareSpec) -> list[tuple[str, HardwareSpec, str]]:
+    tier_b = b.weight_tier
+    bw = replace(a, memory=tuple(replace(t, bandwidth_bytes_per_s=tier_b.bandwidth_bytes_per_s, capacity_bytes=tier_b.capacity_bytes)
+                                 if t is a.weight_tier else t for t in a.memory))
+    compute = replace(bw, flops_per_s=b.flops_per_s)
+    links = replace(compute, links=b.links, chips_per_system=b.chips_per_system)
+    family = replace(b)        # the whole of B: its family's constants, kind, power and price
+    return [("memory bandwidth", bw, f"{a.weight_tier.bandwidth_bytes_per_s / 1e12:.3g} -> {tier_b.bandwidth_bytes_per_s / 1e12:.3g} TB/s ({a.weight_tier.tier} -> {tier_b.tier})"),
+            ("compute peak", compute, f"{a.peak_flops('bf16') / 1e15:.3g} -> {b.peak_flops('bf16') / 1e15:.3g} PFLOP/s bf16"),
+            ("communication", links, "scale-up / scale-out links of B"),
+            ("latency floors and efficiencies", family, f"empirical constants of {a.family} -> {b.family}")]
+
+
+def _speed(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> float:
+    return predict_deployment(model, hw, dep, check_fit=False).tokens_per_s_per_user
+
+
+def waterfall(a: Setup, b: Setup) -> tuple[list[Factor], float, float, float]:
+    """(factors, tokens/s of A, tokens/s of B, total ratio B/A); product of factor ratios == total ratio."""
+    da, db = a.deployment, b.deployment
+    steps: list[tuple[str, ModelSpec, HardwareSpec, Deployment, str]] = []
+    model, hw, dep = a.model, a.hardware, da
+    steps.append(("bytes touched per token (model)", b.model, hw, dep, f"{a.model.name} -> {b.model.name}"))
+    model = b.model
+    dep = replace(dep, weights=db.weights, expert_weights=db.expert_weights, kv=db.kv, compute=db.compute)
+    def weights(d: Deployment) -> str:
+        return f"{d.weights or 'checkpoint'}" + (f" (experts {d.expert_weights})" if d.expert_weights else "")
+
+    steps.append(("precision", model, hw, dep, f"weights {weights(da)} -> {weights(db)}, KV {da.kv} -> {db.kv}"))
+    for name, h, detail in _hardware_steps(a.hardware, b.hardware):
+        steps.append((name, model, h, dep, detail))
+    hw = b.hardware
+    dep = replace(dep, tp=db.tp, pp=db.pp, ep=db.ep, attn_dp=db.attn_dp, dp=db.dp, stage_layers=db.stage_layers,
+                  redundant_experts=db.redundant_experts, overlap_comm=db.overlap_comm, micro_batches=db.micro_batches,
+                  engine=db.engine)
+    steps.append(("parallelism and pipeline depth", model, hw, dep, f"tp {da.tp} pp {da.pp} ep {da.ep} -> tp {db.tp} pp {db.pp} ep {db.ep}"))
+    dep = replace(dep, batch=db.batch)
+    steps.append(("batch", model, hw, dep, f"{da.batch} -> {db.batch}"))
+    dep = replace(dep, spec=db.spec)
+    steps.append(("speculative decoding", model, hw, dep, f"{'on' if da.spec else 'off'} -> {'on' if db.spec else 'off'}"))
+    dep = db
+    steps.append(("sequence lengths", model, hw, dep, f"{da.input_tokens}/{da.output_tokens} -> {db.input_tokens}/{db.output_tokens}"))
+
+    start = _speed(a.model, a.hardware, da)
+    end = predict_deployment(b.model, b.hardware, db).tokens_per_s_per_user
+    factors, prev, pending = [], start, []
+    for i, (name, m, h, d, detail) in enumerate(steps):
+        last = i == len(steps) - 1
+        try:
+            cur = end if last else _speed(m, h, d)
+        except TokensimError:
+            pending.append(name)           # not expressible on its own: merged into the next factor
+            continue
+        label = " + ".join(pending + [name])
+        pending = []
+        factors.append(Factor(label, cur / prev, detail))
+        prev = cur
+    return factors, start, end, end / start
+
+
+def parse_setup(text: str) -> Setup:
+    """A scenario name or path, or `model@hardware[:key=value,...]` with predict's options
+    (tp, pp, ep, dp, attn_dp, batch, input_tokens, output_tokens, weights, expert_weights, kv, compute, engine)."""
+    from pathlib import Path
+
+    from ..hardware.catalog import load_hardware
+    from ..layout import fewest_chips
+    from ..model.catalog import load_model
+    from ..scenario import find_scenario, load_scenario, shipped_scenarios
+
+    if "@" not in text:
+        if Path(text).exists() or text in shipped_scenarios():
+            s = load_scenario(find_scenario(text))
+            return Setup(s.model, s.hardware, s.deployment, s.name)
+        raise TokensimError(f"compare: {text!r}: expected a scenario name or file, or model@hardware[:key=value,...]")
+    head, _, opts = text.partition(":")
+    model_name, _, hw_name = head.partition("@")
+    model, hw = load_model(model_name), load_hardware(hw_name)
+    kw: dict = {}
+    ints = {"tp", "pp", "ep", "dp", "attn_dp", "batch", "input_tokens", "output_tokens"}
+    for item in filter(None, opts.split(",")):
+        key, _, value = item.partition("=")
+        key = key.strip()
+        if key in ints:
+            try:
+                kw[key] = int(value)
+            except ValueError:
+                raise TokensimError(f"compare: {key} = {value!r}: expected an integer") from None
+        elif key in {"weights", "expert_weights", "kv", "compute", "engine"}:
+            kw[key] = value.strip()
+        else:
+            raise TokensimError(f"compare: option {key!r}: expected one of {', '.join(sorted(ints | {'weights', 'expert_weights', 'kv', 'compute', 'engine'}))}")
+    dep = Deployment(**kw)
+    if "tp" not in kw and "pp" not in kw:
+        dep = replace(fewest_chips(model, hw, dep), dp=dep.dp, attn_dp=dep.attn_dp, ep=dep.ep)
+    return Setup(model, hw, dep, text)

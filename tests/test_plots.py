@@ -1,0 +1,137 @@
+"""Plots: every figure is written as a non-empty PNG and SVG; the waterfall's bars multiply to the total;
+a hardware family and an op keep one colour across plots."""
+import math
+from types import SimpleNamespace
+
+import pytest
+from matplotlib.colors import to_hex
+
+import tokensim
+from tokensim import plots
+from tokensim.errors import TokensimError
+from tokensim.hardware.catalog import catalog
+from tokensim.plot_data import speed_vs_batch_points, ttft_vs_depth_points
+
+FACTORS = [("bandwidth", 3.2), ("batch", 0.5), ("speculative decoding", 2.5), ("layer floor", 0.8)]
+
+
+@pytest.fixture(scope="module")
+def h200_prediction():
+    return tokensim.predict("llama-3.1-70b", "h200", tp=2, batch=16, weights="fp8")
+
+
+@pytest.fixture(scope="module")
+def batch_points():
+    return speed_vs_batch_points("llama-3.1-8b", ["h100-sxm", "h200", "mi300x", "cs-3"], batches=(1, 8, 64))
+
+
+def _pareto_points(batch_points):
+    best = max(batch_points, key=lambda p: p["throughput_tokens_per_s_per_chip"])
+    return [dict(p, front=p["batch"] in (1, 64), best=p is best) for p in batch_points]
+
+
+def _assert_written(paths, tmp_path, stem):
+    assert [p.name for p in paths] == [f"{stem}.png", f"{stem}.svg"]
+    png, svg = paths
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    assert "<svg" in svg.read_text(encoding="utf-8")[:2000]
+
+
+def test_each_plot_writes_png_and_svg(tmp_path, h200_prediction, batch_points):
+    """Each plot function writes a real PNG and an SVG beside it, whatever suffix the path carries."""
+    p = h200_prediction
+    depth = ttft_vs_depth_points("llama-3.1-8b", "cs-3", depths=range(1, 5))
+    cases = {
+        "breakdown": lambda path: plots.breakdown(p, path),
+        "roofline": lambda path: plots.roofline(p, tokensim.load_hardware("h200"), path),
+        "speed": lambda path: plots.speed_vs_batch(batch_points, path),
+        "pareto": lambda path: plots.pareto(_pareto_points(batch_points), path),
+        "ttft": lambda path: plots.ttft_vs_depth(depth, path),
+        "waterfall": lambda path: plots.waterfall(FACTORS, math.prod(f for _, f in FACTORS), path),
+    }
+    for stem, draw in cases.items():
+        _assert_written(draw(tmp_path / "out" / f"{stem}.png"), tmp_path, stem)
+
+
+def test_predicted_vs_measured_still_draws(tmp_path):
+    """The validation scatter keeps its signature: results with row.value, row.metric, predicted, family."""
+    rows = [SimpleNamespace(row=SimpleNamespace(value=v, metric="output_tps_per_user"), predicted=v * 1.1, family=f)
+            for v, f in ((50.0, "nvidia-hopper"), (900.0, "cerebras-wafer"), (20.0, "amd-cdna3"))]
+    _assert_written(plots.predicted_vs_measured(rows, tmp_path / "v.png"), tmp_path, "v")
+
+
+def test_waterfall_bars_multiply_to_the_total():
+    """Each factor's bar spans run -> run * factor on the log axis; the product of the bars is the total bar."""
+    total = math.prod(f for _, f in FACTORS)
+    fig = plots.waterfall_figure(FACTORS, total)
+    bars = fig.axes[0].patches
+    assert len(bars) == len(FACTORS) + 1
+    run = 1.0
+    for (name, f), bar in zip(FACTORS, bars):
+        lo, hi = bar.get_y(), bar.get_y() + bar.get_height()
+        assert (hi / lo) == pytest.approx(max(f, 1 / f))
+        assert {round(lo, 9), round(hi, 9)} == {round(run, 9), round(run * f, 9)}, name
+        run *= f
+    total_bar = bars[-1]
+    assert run == pytest.approx(total)
+    assert total_bar.get_y() + total_bar.get_height() == pytest.approx(max(total, 1.0))
+    plots.plt.close(fig)
+
+
+@pytest.mark.parametrize("factors, total", [(FACTORS, 3.0), ([("a", -2.0)], -2.0), ([], 1.0), ([("a", 2.0)], 0.0)])
+def test_waterfall_refuses_factors_that_do_not_multiply_to_the_total(factors, total):
+    with pytest.raises(TokensimError):
+        plots.waterfall_figure(factors, total)
+
+
+def _line_colours(fig) -> dict:
+    return {line.get_label(): to_hex(line.get_color()) for line in fig.axes[0].get_lines()}
+
+
+def test_a_family_keeps_its_colour_across_plots(batch_points):
+    """h200 is drawn in the Hopper colour on the batch plot and the Pareto plot; CS-3 in the wafer colour everywhere."""
+    speed = _line_colours(plots.speed_vs_batch_figure(batch_points))
+    front = _line_colours(plots.pareto_figure(_pareto_points(batch_points)))
+    depth = _line_colours(plots.ttft_vs_depth_figure(ttft_vs_depth_points("llama-3.1-8b", "cs-3", depths=range(1, 4))))
+    hopper, wafer = plots.FAMILY_COLOURS["nvidia-hopper"], plots.FAMILY_COLOURS["cerebras-wafer"]
+    assert speed["h200"] == speed["h100-sxm"] == front["h200 (front)"] == hopper
+    assert speed["cs-3"] == front["cs-3 (front)"] == depth["llama-3.1-8b on cs-3"] == wafer
+    assert speed["mi300x"] == plots.FAMILY_COLOURS[catalog()["mi300x"].family]
+    plots.plt.close("all")
+
+
+def test_an_op_keeps_its_colour_in_breakdown_and_roofline(h200_prediction):
+    fig = plots.breakdown_figure(h200_prediction)
+    bar_colours = {to_hex(b.get_facecolor()) for b in fig.axes[0].patches}
+    roof = plots.roofline_figure(h200_prediction, tokensim.load_hardware("h200"))
+    dot_colours = {to_hex(c.get_facecolor()[0]) for c in roof.axes[0].collections}
+    assert plots.op_colour("ffn") in bar_colours and plots.op_colour("ffn") in dot_colours
+    assert plots.op_colour("some.new.op") == plots.op_colour("some.new.op")
+    plots.plt.close("all")
+
+
+def test_family_of_disaggregated_names():
+    assert plots.family_of("h200") == "nvidia-hopper"
+    assert plots.family_of("b200+cs-3") == "nvidia-blackwell"
+    assert plots.family_of("h200->cs-3") == "cerebras-wafer"
+    assert plots.family_of("my-own-chip") == ""
+
+
+def test_depth_sweep_runs_from_fewest_stages_to_one_layer_per_stage():
+    points = ttft_vs_depth_points("llama-3.1-70b", "cs-3")
+    depths = [p["pp"] for p in points]
+    assert depths == list(range(depths[0], 81)) and depths[0] > 1      # 70B at bf16 needs several wafers
+    assert all(p["ttft_s"] > 0 for p in points)
+
+
+@pytest.mark.parametrize("draw", [plots.speed_vs_batch_figure, plots.pareto_figure, plots.ttft_vs_depth_figure])
+def test_bad_points_name_the_missing_field(draw):
+    with pytest.raises(TokensimError):
+        draw([])
+    with pytest.raises(TokensimError, match="points\\[0\\]"):
+        draw([{"hardware": "h200"}])
+
+
+def test_a_chip_with_no_predictable_batch_is_an_error():
+    with pytest.raises(TokensimError, match="no batch"):
+        speed_vs_batch_points("llama-3.1-405b", ["h100-sxm"], batches=(1,), tp=1)

@@ -6,7 +6,11 @@ NICs included), else the chip's TDP. Prices are $ per chip-hour from the hardwar
 """
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
 
 from .hardware.spec import HardwareSpec
 
@@ -18,7 +22,24 @@ class Energy:
     power_w: float
     utilization: float
     tokens_per_joule: float
-    usd_per_million_tokens: float | None
+    usd_per_million_tokens: float | None      # from the rental price per chip-hour
+    tco_usd_per_million_tokens: float | None = None   # purchase amortized + energy at PUE (where a purchase price is known)
+
+
+@lru_cache(maxsize=1)
+def cost_assumptions() -> dict:
+    path = Path(str(resources.files("tokensim") / "data" / "costs.toml"))
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def tco_usd_per_hour(hw: HardwareSpec, chips: int, power_w: float) -> float | None:
+    """Purchase price amortized over the years in costs.toml plus electricity at PUE, for `chips` chips."""
+    if not hw.purchase_usd:
+        return None
+    c = cost_assumptions()
+    capital = chips * hw.purchase_usd / (c["amortization_years"] * 8766.0)      # purchase_usd is per chip (a wafer: per system)
+    energy = power_w / 1000.0 * c["pue"] * c["electricity_usd_per_kwh"]
+    return capital + energy
 
 
 def max_power_per_chip_w(hw: HardwareSpec) -> float:
@@ -38,4 +59,6 @@ def energy(hw: HardwareSpec, chips: int, utilization: float, tokens_per_s: float
     power = chips * (idle + u * (peak - idle))
     price = hw.price_usd_per_hour
     usd = chips * price / SECONDS_PER_HOUR / tokens_per_s * 1e6 if price and tokens_per_s > 0 else None
-    return Energy(power, u, tokens_per_s / power if power > 0 else float("inf"), usd)
+    tco_h = tco_usd_per_hour(hw, chips, power)
+    tco = tco_h / SECONDS_PER_HOUR / (tokens_per_s * cost_assumptions()["utilization"]) * 1e6 if tco_h and tokens_per_s > 0 else None
+    return Energy(power, u, tokens_per_s / power if power > 0 else float("inf"), usd, tco)

@@ -50,6 +50,7 @@ class Prediction:
     power_w: float = 0.0                    # all chips, at this step's busy share
     tokens_per_joule: float = 0.0
     usd_per_million_tokens: float | None = None   # from $ per chip-hour, where a price is known
+    tco_usd_per_million_tokens: float | None = None   # purchase amortized + energy (data/costs.toml), where a purchase price is known
     tokens_per_s_per_user_range: tuple[float, float] = (0.0, 0.0)   # 10th-90th percentile, from validation residuals
     ttft_s_range: tuple[float, float] = (0.0, 0.0)
     range_note: str = ""
@@ -155,6 +156,7 @@ def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assu
         assumptions=assumptions,
         power_w=power.power_w, tokens_per_joule=power.tokens_per_joule,
         usd_per_million_tokens=power.usd_per_million_tokens,
+        tco_usd_per_million_tokens=power.tco_usd_per_million_tokens,
         tokens_per_s_per_user_range=(speed.low, speed.high),
         ttft_s_range=(1.0 / first.high, 1.0 / first.low),
         range_note=speed.note,

@@ -39,6 +39,9 @@ def prediction_table(p: Prediction) -> Table:
                             f"(weights {p.weights_per_chip_bytes / GB:.1f}, KV {p.kv_per_chip_bytes / GB:.2f})"),
         ("bytes per step per chip", _si(p.bytes_per_step_per_chip, "B")),
         ("max batch at this context", str(p.max_batch)),
+        ("power, energy", f"{p.power_w / 1e3:.3g} kW, {p.tokens_per_joule:.3g} tokens/J"),
+        ("cost", (f"${p.usd_per_million_tokens:.3g} per M output tokens (rental)" if p.usd_per_million_tokens else "no rental price")
+                 + (f"; TCO ${p.tco_usd_per_million_tokens:.3g} per M" if p.tco_usd_per_million_tokens else "")),
         ("fewest chips by capacity", str(p.min_chips)),
     ]
     if p.tokens_per_step != 1.0:

@@ -53,6 +53,12 @@ def test_each_plot_writes_png_and_svg(tmp_path, h200_prediction, batch_points):
         _assert_written(draw(tmp_path / "out" / f"{stem}.png"), tmp_path, stem)
 
 
+def test_prediction_plots_writes_breakdown_and_roofline(tmp_path, h200_prediction):
+    paths = plots.prediction_plots(h200_prediction, tokensim.load_hardware("h200"), tmp_path / "p.png")
+    assert [p.name for p in paths] == ["p-breakdown.png", "p-breakdown.svg", "p-roofline.png", "p-roofline.svg"]
+    assert all(p.stat().st_size > 1000 for p in paths)
+
+
 def test_predicted_vs_measured_still_draws(tmp_path):
     """The validation scatter keeps its signature: results with row.value, row.metric, predicted, family."""
     rows = [SimpleNamespace(row=SimpleNamespace(value=v, metric="output_tps_per_user"), predicted=v * 1.1, family=f)

@@ -184,7 +184,14 @@ def evaluate_file(path: Path) -> list[ClaimResult]:
     s = load_scenario(path)
     alts = [(n, a) for n, a in s.alternatives() if not a.raw.get("study")]
     results = []
-    for c in claims:
+    for i, c in enumerate(claims):
+        for key in ("id", "quantity", "value"):
+            if key not in c:
+                raise bad_value(f"claims[{i}].{key}", None, "a value (field missing)")
+        if isinstance(c["value"], bool) or not isinstance(c["value"], (int, float)):
+            raise bad_value(f"claims[{i}].value", c["value"], "a number")
+        if c["quantity"] == "ratio" and (not isinstance(c.get("of"), list) or len(c["of"]) != 2):
+            raise bad_value(f"claims[{i}].of", c.get("of"), "two scenario names")
         q, value = str(c["quantity"]), float(c["value"])
         if q == "ratio":
             results.append(_ratio(c, path))

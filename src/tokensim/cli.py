@@ -86,6 +86,7 @@ def predict(
     compute: Optional[str] = typer.Option(None, help="compute format: bf16, fp8, fp4"),
     kv: str = typer.Option("bf16", help="KV-cache precision"),
     engine: str = typer.Option("default", help="engine class: default, tuned, basic"),
+    plot: Optional[str] = typer.Option(None, "--plot", help="write the breakdown and roofline plots (PNG and SVG) next to this path"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict tokens/s per user, TTFT, throughput and memory, with the per-op breakdown."""
@@ -95,6 +96,10 @@ def predict(
     p = run_predict(model, hardware, chips=chips, tp=tp, pp=pp, ep=ep, dp=dp, batch=batch,
                     input_tokens=input_tokens, output_tokens=output_tokens, weights=weights,
                     expert_weights=expert_weights, compute=compute, kv=kv, engine=engine)
+    if plot:
+        from .hardware.catalog import load_hardware
+        from .plots import prediction_plots
+        prediction_plots(p, load_hardware(hardware), plot)
     if json_out:
         return emit_json(p.to_dict())
     print_prediction(p, out)
@@ -103,6 +108,7 @@ def predict(
 @app.command()
 def run(
     scenario: str = typer.Argument(..., help="a scenario TOML file, or the name of a shipped one (see `tokensim claims`)"),
+    plot: Optional[str] = typer.Option(None, "--plot", help="write the breakdown and roofline plots (PNG and SVG) next to this path"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict a whole deployment described by a scenario file (wafer pipelines, disaggregation, speculation)."""
@@ -111,6 +117,9 @@ def run(
 
     s = load_scenario(find_scenario(scenario))
     p = run_scenario(s)
+    if plot:
+        from .plots import prediction_plots
+        prediction_plots(p, s.hardware, plot)
     if json_out:
         d = p.to_dict()
         d["scenario"] = s.name
@@ -236,8 +245,21 @@ def agent(
 
 
 @app.command()
+def report(
+    scenarios: list[str] = typer.Argument(..., help="scenario names or .toml files"),
+    output: str = typer.Option("tokensim-report.html", "--output", "-o", help="HTML file to write"),
+    title: str = typer.Option("tokensim report", help="page title"),
+) -> None:
+    """One self-contained HTML report: assumptions, prediction with range, breakdown, plots, claim verdicts."""
+    from .report import write_report
+
+    out.print(f"wrote {write_report(scenarios, output, title=title)}")
+
+
+@app.command()
 def validate(
     measurements: Optional[str] = typer.Option(None, "--measurements", help="CSV with the columns of the shipped measurements.csv"),
+    plot: Optional[str] = typer.Option(None, "--plot", help="write predicted against measured (PNG and SVG)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict every published measurement and report the error (per row, by family, by metric)."""
@@ -250,6 +272,9 @@ def validate(
     n = len(read_rows(path))
     with progress_bar("validating", n, enabled=not json_out) as tick:
         results, summary = run_validation(path, progress=tick)
+    if plot:
+        from .plots import predicted_vs_measured
+        predicted_vs_measured(results, plot)
     if json_out:
         return emit_json({"rows": [r.to_dict() for r in results], "summary": summary.to_dict()})
     print_validation(results, summary, out)
@@ -299,10 +324,8 @@ def main() -> None:
     except typer.Abort:
         sys.stderr.write("aborted\n")
         sys.exit(1)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
+    except Exception as exc:  # usage errors of the click bundled with typer: one message, exit 2
+        if hasattr(exc, "show") and hasattr(exc, "exit_code"):
             exc.show()
             sys.exit(2)
         raise

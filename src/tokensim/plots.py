@@ -89,11 +89,27 @@ def _si(value: float, unit: str) -> str:
     return f"{value:.3g} {unit}"
 
 
+def _plain_log(ax, axis: str) -> None:
+    """Tick labels on a log axis as plain numbers (0.1, 2, 500), minor ticks labelled at 2 and 5 when the axis
+    spans under two decades."""
+    lo, hi = ax.get_xlim() if axis == "x" else ax.get_ylim()
+    short = hi / lo < 100
+
+    def minor(v, _):
+        mantissa = round(v / 10 ** math.floor(math.log10(v)), 6)
+        return f"{v:g}" if short and mantissa in (2, 5) else ""
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    target.set_minor_formatter(FuncFormatter(minor))
+
+
 def _log_if_wide(ax, axis: str, values) -> None:
-    """Log scale where positive data spans more than a decade."""
+    """Log scale with plain labels where positive data spans more than a decade."""
     vals = [v for v in values if v and v > 0]
     if vals and max(vals) / min(vals) > 10:
         (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+        _plain_log(ax, axis)
 
 
 def _finish(ax) -> None:
@@ -171,8 +187,12 @@ def breakdown(prediction, path: str | Path) -> list[Path]:
 
 
 def roofline_figure(prediction, hardware, compute: str | None = None):
-    """Each decode op with FLOPs and bytes at (FLOP/byte, achieved FLOP/s per chip) under the chip's roofs."""
-    compute = compute or prediction.deployment.compute or "bf16"
+    """Each decode op with FLOPs and bytes at (FLOP/byte, achieved FLOP/s per chip) under the chip's roofs.
+    Bytes and FLOPs are per chip summed over the stages a token passes, so a pipeline's dot is its mean chip."""
+    from .cost.context import compute_format
+
+    dep = prediction.deployment          # the deployment's compute format, else its weights' native one
+    compute = compute or compute_format(hardware, dep, dep.weights or "bf16")
     bw = hardware.weight_tier.bandwidth_bytes_per_s
     peak = hardware.peak_flops(compute)
     ops = [o for o in prediction.breakdown if o.flops > 0 and o.bytes > 0 and o.time_s > 0]
@@ -196,8 +216,9 @@ def roofline_figure(prediction, hardware, compute: str | None = None):
             near[2].append(op.name)
         else:
             placed.append((x, y, [op.name]))
-    for x, y, names in placed:
-        ax.annotate(", ".join(names), (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7)
+    for i, (x, y, names) in enumerate(sorted(placed)):     # neighbours alternate above and below their dot
+        ax.annotate(", ".join(names), (x, y), textcoords="offset points", xytext=(6, 5 if i % 2 == 0 else -11),
+                    fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -206,7 +227,7 @@ def roofline_figure(prediction, hardware, compute: str | None = None):
     short = math.log10(y1 / y0) < 1.6           # a short log axis has too few decades to label
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: _si(v, "FLOP/s") if short and
                                                round(v / 10 ** math.floor(math.log10(v)), 6) in (2, 5) else ""))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    _plain_log(ax, "x")
     ax.set_xlabel("arithmetic intensity (FLOP per byte read)")
     ax.set_ylabel("achieved FLOP/s per chip (op FLOPs / op time)")
     ax.set_title(f"Decode-step roofline: {prediction.model} on {hardware.display_name or hardware.name}", fontsize=10)
@@ -217,6 +238,16 @@ def roofline_figure(prediction, hardware, compute: str | None = None):
 
 def roofline(prediction, hardware, path: str | Path, compute: str | None = None) -> list[Path]:
     return save(roofline_figure(prediction, hardware, compute), path)
+
+
+def prediction_plots(prediction, hardware, path: str | Path) -> list[Path]:
+    """The breakdown and the roofline of one prediction, beside `path`: STEM-breakdown.png/.svg and
+    STEM-roofline.png/.svg (for the CLI's --plot)."""
+    path = Path(path)
+    out = breakdown(prediction, path.with_name(f"{path.stem}-breakdown.png"))
+    if any(o.flops > 0 and o.bytes > 0 for o in prediction.breakdown):
+        out += roofline(prediction, hardware, path.with_name(f"{path.stem}-roofline.png"))
+    return out
 
 
 def _by(points: list[dict], key) -> dict:
@@ -252,7 +283,9 @@ def speed_vs_batch_figure(points: list[dict]):
     _log_if_wide(ax, "y", [p["tokens_per_s_per_user"] for p in points])
     ax.set_xlabel("batch (concurrent sequences)")
     ax.set_ylabel("tokens/s per user")
-    ax.set_title("Decode speed per user against batch", fontsize=10)
+    varies = any(len({p.get("chips") for p in pts}) > 1 for pts in groups.values())
+    ax.set_title("Decode speed per user against batch"
+                 + ("\n(chips: the fewest that hold weights and KV at each batch)" if varies else ""), fontsize=10)
     ax.legend(fontsize=7, frameon=False)
     _finish(ax)
     return fig
@@ -354,9 +387,9 @@ def waterfall_figure(factors: list[tuple[str, float]], total_ratio: float):
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_yscale("log")
     ax.set_xticks(range(n + 1), [name for name, _ in factors] + ["total"], rotation=25, ha="right", fontsize=8)
-    plain = FuncFormatter(lambda v, _: f"{v:g}")
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(plain)
+    levels = [1.0, total_ratio] + [math.prod(f for _, f in factors[:i + 1]) for i in range(n)]
+    ax.set_ylim(min(levels) / 1.15, max(levels) * 1.3)      # room for the labels above the bars
+    _plain_log(ax, "y")
     ax.tick_params(axis="y", which="both", labelsize=8)
     ax.set_ylabel("running ratio (x, log scale)")
     ax.set_title("How the factors multiply to the total", fontsize=10)

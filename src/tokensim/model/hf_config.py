@@ -113,7 +113,9 @@ def load_config_file(path: str | Path) -> ModelSpec:
         raise bad_value("model", str(path), "an existing config.json file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise bad_value("model", str(path), f"a JSON config file (not valid JSON: {e})") from None
-    return spec_from_config(config, name=path.stem, source=str(path))
+    # a file named config.json is named after its folder (as Hugging Face repositories lay it out)
+    name = path.stem if path.stem != "config" or not path.resolve().parent.name else path.resolve().parent.name
+    return spec_from_config(config, name=name, source=str(path))
 
 
 __all__ = ["spec_from_config", "load_config_file"]

@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ..errors import TokensimError
 from .search import PlanRequest, PlanResult
 
 CSV_COLUMNS = ("hardware", "chips", "tp", "pp", "ep", "attn_dp", "dp", "batch", "weights", "kv", "spec_on", "disaggregated",
@@ -31,7 +32,10 @@ def plan_json(r: PlanResult) -> dict:
 def write_csv(r: PlanResult, path: str | Path) -> None:
     """Every evaluated deployment, one row each; written to a temporary file and renamed (never half-written)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent if path.parent.exists() else None, suffix=".csv")
+    if not path.parent.is_dir():
+        raise TokensimError(f"--csv = {str(path)!r}: expected a file in an existing folder")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".csv")
+    os.chmod(tmp, 0o644)
     with os.fdopen(fd, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(CSV_COLUMNS)

@@ -72,6 +72,18 @@ def speculative_defaults() -> dict:
     return tomllib.loads(path.read_text(encoding="utf-8"))["speculative"]
 
 
+SPECULATION_SINCE = {"cerebras": "2024-10"}     # vendor -> first month its public service used speculative decoding
+
+
+def vendor_speculates(row: Row) -> bool:
+    """A row from a vendor's public service dated after it announced speculative decoding (undated rows count
+    as later: the undated rows are newer models)."""
+    for vendor, since in SPECULATION_SINCE.items():
+        if vendor in row.provider_or_engine.lower():
+            return not row.source_date or row.source_date[:7] >= since
+    return False
+
+
 def match_model(text: str) -> str:
     if not text:
         raise Skip("model not stated")
@@ -218,6 +230,11 @@ def build_case(row: Row) -> Case:
     kv, line = kv_rule(row, weights or experts, row.provider_or_engine)
     notes.append(line)
     spec, line = spec_rule(row.spec_decode, model)
+    if spec is None and not row.spec_decode.strip() and vendor_speculates(row):
+        d = speculative_defaults()
+        spec = SpecDecode("eagle", 3, tuple(d["eagle3_acceptance"][:3]))
+        line = ("speculative decoding: not stated; on (EAGLE-style, k=3), as Cerebras Inference has used it since its "
+                "Oct-2024 release ('This release also implements speculative decoding', https://hn.masterscheme.cn/item?id=41942822) (rule)")
     notes.append(line)
     default_in, default_out, why = DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS, "Artificial Analysis' default workload"
     if re.search(r"mlperf", row.provider_or_engine, re.I) and name in MLPERF_WORKLOADS:

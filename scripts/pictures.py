@@ -1,0 +1,36 @@
+"""Regenerate the pictures in docs/ (PNG and SVG each) and docs/report-example.html.
+
+Run: python scripts/pictures.py
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokensim import plots
+from tokensim.plan.compare import parse_setup, waterfall
+from tokensim.plot_data import speed_vs_batch_points, ttft_vs_depth_points
+from tokensim.report import write_report
+from tokensim.scenario import find_scenario, load_scenario, run_scenario
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+CHIPS = ["a100-sxm", "h100-sxm", "h200", "b200", "mi300x", "mi355x", "groq-lpu", "cs-3"]
+
+
+def main() -> None:
+    s = load_scenario(find_scenario("kimi-k2.6-cs3"))
+    p = run_scenario(s)
+    plots.breakdown(p, DOCS / "breakdown-kimi-k2.6-cs3.png")
+    plots.roofline(p, s.hardware, DOCS / "roofline-kimi-k2.6-cs3.png")
+    batch = speed_vs_batch_points("llama-3.1-70b", CHIPS, weights="fp8")
+    plots.speed_vs_batch(batch, DOCS / "speed-vs-batch-llama-3.1-70b.png")
+    plots.pareto([dict(q, front=True, best=False) for q in batch], DOCS / "pareto-llama-3.1-70b.png")
+    depth = ttft_vs_depth_points("llama-3.1-70b", "cs-3") + ttft_vs_depth_points("kimi-k2.6", "cs-3", compute="bf16",
+                                                                                   input_tokens=1000, output_tokens=500)
+    plots.ttft_vs_depth(depth, DOCS / "ttft-vs-depth-cs3.png")
+    factors, _, _, total = waterfall(parse_setup("kimi-k2.6-gpu"), parse_setup("kimi-k2.6-cs3"))
+    plots.waterfall([(f.name, f.ratio) for f in factors], total, DOCS / "waterfall-kimi-k2.6-gpu-vs-cs3.png")
+    write_report(["kimi-k2.6-cs3", "sol-cs3"], DOCS / "report-example.html", title="tokensim report: wafer claims")
+
+
+if __name__ == "__main__":
+    main()

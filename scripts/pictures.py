@@ -7,13 +7,25 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokensim import plots
+from tokensim.hardware.catalog import load_hardware
+from tokensim.model.catalog import load_model
 from tokensim.plan.compare import parse_setup, waterfall
+from tokensim.plan.search import PlanRequest, plan
 from tokensim.plot_data import speed_vs_batch_points, ttft_vs_depth_points
 from tokensim.report import write_report
 from tokensim.scenario import find_scenario, load_scenario, run_scenario
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 CHIPS = ["a100-sxm", "h100-sxm", "h200", "b200", "mi300x", "mi355x", "groq-lpu", "cs-3"]
+
+
+def plan_fronts(model: str, hardware: list[str]) -> list[dict]:
+    """The Pareto front `tokensim plan` finds on up to 8 chips of each hardware, marked with its best (cost) point."""
+    points = []
+    for hw in hardware:
+        r = plan(PlanRequest(load_model(model), (load_hardware(hw),), max_chips=8, input_tokens=1024, output_tokens=256))
+        points += [dict(r.point(i), hardware=hw, front=True, best=(i == r.best)) for i in r.front]
+    return points
 
 
 def main() -> None:
@@ -23,7 +35,8 @@ def main() -> None:
     plots.roofline(p, s.hardware, DOCS / "roofline-kimi-k2.6-cs3.png")
     batch = speed_vs_batch_points("llama-3.1-70b", CHIPS, weights="fp8")
     plots.speed_vs_batch(batch, DOCS / "speed-vs-batch-llama-3.1-70b.png")
-    plots.pareto([dict(q, front=True, best=False) for q in batch], DOCS / "pareto-llama-3.1-70b.png")
+    plots.pareto(plan_fronts("llama-3.1-70b", ["a100-sxm", "h100-sxm", "h200", "b200", "mi300x", "mi355x"]),
+                 DOCS / "pareto-llama-3.1-70b.png")
     depth = ttft_vs_depth_points("llama-3.1-70b", "cs-3") + ttft_vs_depth_points("kimi-k2.6", "cs-3", compute="bf16",
                                                                                    input_tokens=1000, output_tokens=500)
     plots.ttft_vs_depth(depth, DOCS / "ttft-vs-depth-cs3.png")

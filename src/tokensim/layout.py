@@ -52,9 +52,10 @@ def fit_error(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> TokensimEr
     )
 
 
-def _tp_options(model: ModelSpec, limit: int) -> list[int]:
+def valid_tp_degrees(model: ModelSpec, limit: int, degrees=(1, 2, 4, 8, 16, 32, 64)) -> list[int]:
+    """The tensor-parallel degrees up to `limit` that divide the model's heads (and KV heads)."""
     out = []
-    for tp in (1, 2, 4, 8, 16, 32, 64):
+    for tp in degrees:
         if tp > limit:
             break
         try:
@@ -62,7 +63,11 @@ def _tp_options(model: ModelSpec, limit: int) -> list[int]:
         except TokensimError:
             continue
         out.append(tp)
-    return out or [1]
+    return out
+
+
+def _tp_options(model: ModelSpec, limit: int) -> list[int]:
+    return valid_tp_degrees(model, limit) or [1]
 
 
 def layout_for_chips(model: ModelSpec, hw: HardwareSpec, chips: int, base: Deployment) -> Deployment:

@@ -5,23 +5,11 @@ from rich.console import Console
 from rich.table import Table
 
 from .predictor import Prediction
+from .units import fmt_si as _si, fmt_time as _time
 
 GB = 1e9
 
 
-def _si(value: float, unit: str) -> str:
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
-
-
-def _time(s: float) -> str:
-    if s >= 1:
-        return f"{s:.3g} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} us"
 
 
 def prediction_table(p: Prediction) -> Table:

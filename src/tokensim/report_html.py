@@ -10,6 +10,8 @@ import html
 import io
 import math
 
+from .units import fmt_si as si, fmt_time as duration  # noqa: F401 (re-exported for report.py)
+
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 72em;
        padding: 0 1.5em; color: #1d1d1f; background: #fff; }
@@ -35,26 +37,11 @@ def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def si(value: float, unit: str) -> str:
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
-
-
 def num(v: float) -> str:
     """Three significant digits without an exponent between 0.001 and a million: 1918.9 -> 1919, 28.43 -> 28.4."""
     if v == 0 or not math.isfinite(v) or not 1e-3 <= abs(v) < 1e6:
         return f"{v:.3g}"
     return f"{v:.{max(0, 2 - math.floor(math.log10(abs(v))))}f}"
-
-
-def duration(s: float) -> str:
-    if s >= 1:
-        return f"{s:.3g} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} us"
 
 
 def speed(tokens_per_s: float) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 from ..deployment import Deployment, SpecDecode
 from ..errors import TokensimError
 from ..hardware.spec import HardwareSpec
-from ..layout import check_against_model
+from ..layout import valid_tp_degrees
 from ..memory import kv_bytes_per_token
 from ..model.spec import MoE, ModelSpec
 from ..validate.rules import speculative_defaults
@@ -72,19 +72,6 @@ class PlanResult:
                 "deployment": self.deployment(i)}
 
 
-def _valid_tps(model: ModelSpec, limit: int) -> list[int]:
-    out = []
-    for tp in POWERS:
-        if tp > limit:
-            break
-        try:
-            check_against_model(model, Deployment(tp=tp))
-        except TokensimError:
-            continue
-        out.append(tp)
-    return out
-
-
 def _experts(model: ModelSpec) -> int:
     return next((l.ffn.n_experts for l in model.layers if isinstance(l.ffn, MoE)), 0)
 
@@ -104,7 +91,7 @@ def _weight_options(model: ModelSpec, hw: HardwareSpec) -> list[tuple[str | None
 def candidate_groups(req: PlanRequest, hw: HardwareSpec) -> list[Group]:
     model = req.model
     E = _experts(model)
-    tps = _valid_tps(model, req.max_chips)
+    tps = valid_tp_degrees(model, req.max_chips, POWERS)
     layouts = []                                     # (tp, attn_dp, ep) of one pipeline stage
     for tp in tps:
         for adp in POWERS:

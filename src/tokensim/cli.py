@@ -86,7 +86,8 @@ def predict(
     compute: Optional[str] = typer.Option(None, help="compute format: bf16, fp8, fp4"),
     kv: str = typer.Option("bf16", help="KV-cache precision"),
     engine: str = typer.Option("default", help="engine class: default, tuned, basic"),
-    plot: Optional[str] = typer.Option(None, "--plot", help="write the breakdown and roofline plots (PNG and SVG) next to this path"),
+    plot: Optional[str] = typer.Option(None, "--plot", help="write the breakdown, roofline, speed-vs-batch (and, on wafers/LPUs, "
+                                       "TTFT-vs-pipeline-depth) plots as PNG and SVG beside this path"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict tokens/s per user, TTFT, throughput and memory, with the per-op breakdown."""
@@ -97,9 +98,21 @@ def predict(
                     input_tokens=input_tokens, output_tokens=output_tokens, weights=weights,
                     expert_weights=expert_weights, compute=compute, kv=kv, engine=engine)
     if plot:
+        from pathlib import Path
+
         from .hardware.catalog import load_hardware
-        from .plots import prediction_plots
-        prediction_plots(p, load_hardware(hardware), plot)
+        from .plot_data import speed_vs_batch_points, ttft_vs_depth_points
+        from .plots import prediction_plots, speed_vs_batch, ttft_vs_depth
+        hw = load_hardware(hardware)
+        prediction_plots(p, hw, plot)
+        stem = Path(plot)
+        d = p.deployment
+        kw = dict(weights=weights, expert_weights=expert_weights, compute=compute, kv=kv, engine=engine,
+                  input_tokens=input_tokens, output_tokens=output_tokens)
+        speed_vs_batch(speed_vs_batch_points(model, [hardware], tp=d.tp, pp=d.pp, ep=d.ep, dp=d.dp, **kw),
+                       stem.with_name(f"{stem.stem}-speed-vs-batch.png"))
+        if hw.kind in ("wafer", "lpu") and d.tp == 1:
+            ttft_vs_depth(ttft_vs_depth_points(model, hardware, **kw), stem.with_name(f"{stem.stem}-ttft-vs-depth.png"))
     if json_out:
         return emit_json(p.to_dict())
     print_prediction(p, out)

@@ -49,6 +49,7 @@ class Prediction:
     assumptions: tuple[str, ...]
     power_w: float = 0.0                    # all chips, at this step's busy share
     tokens_per_joule: float = 0.0
+    sequences_per_s_per_kw: float = 0.0     # whole sequences (output_tokens each) finished per second per kW
     usd_per_million_tokens: float | None = None   # from $ per chip-hour, where a price is known
     tco_usd_per_million_tokens: float | None = None   # purchase amortized + energy (data/costs.toml), where a purchase price is known
     tokens_per_s_per_user_range: tuple[float, float] = (0.0, 0.0)   # 10th-90th percentile, from validation residuals
@@ -155,6 +156,7 @@ def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assu
         breakdown=cost.breakdown(), prefill_breakdown=prefill_cost.breakdown(),
         assumptions=assumptions,
         power_w=power.power_w, tokens_per_joule=power.tokens_per_joule,
+        sequences_per_s_per_kw=throughput / dep.output_tokens / (power.power_w / 1e3) if power.power_w else 0.0,
         usd_per_million_tokens=power.usd_per_million_tokens,
         tco_usd_per_million_tokens=power.tco_usd_per_million_tokens,
         tokens_per_s_per_user_range=(speed.low, speed.high),

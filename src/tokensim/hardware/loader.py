@@ -34,6 +34,11 @@ def _number(d: dict, key: str, where: str, default: float | None = None) -> floa
     value = d.get(key, default)
     if value is None:
         raise bad_value(f"{where}.{key}", None, "a number (field missing)")
+    if isinstance(value, str):
+        try:                # YAML 1.1 reads 96.0e9 (no exponent sign) as a string; float() parses it, nothing runs
+            return float(value)
+        except ValueError:
+            pass
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise bad_value(f"{where}.{key}", value, "a number")
     return float(value)

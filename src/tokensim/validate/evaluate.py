@@ -39,8 +39,44 @@ def serving_speed(model, hw, dep) -> tuple[float, Prediction] | None:
     return offline_throughput(model, hw, dep, p) / dep.batch, p
 
 
+def _at_stated_concurrency(case: Case) -> tuple[float, str, object]:
+    """The stated concurrency served by the server layout whose per-user speed is closest to the stated one."""
+    import math
+    model, hw = catalog_model(case.model), catalog()[case.hardware]
+    layouts = [(tp, 1, 1) for tp in (1, 2, 4, 8)]
+    if model.is_moe:
+        layouts += [(tp, 1, tp) for tp in (2, 4, 8)] + [(1, 8, 8)]
+    best = None
+    for tp, adp, ep in layouts:
+        dep = replace(case.deployment, tp=tp, dp=1, attn_dp=adp, ep=ep, overlap_comm=ep > 1, batch=case.row.batch,
+                      redundant_experts=0)
+        try:
+            check_against_model(model, dep)
+        except TokensimError:
+            continue
+        got = serving_speed(model, hw, dep)
+        if got is None:
+            continue
+        gap = abs(math.log(got[0] / case.target_tps_user))
+        if best is None or gap < best[0]:
+            best = (gap, dep, got[1], f"tp {tp} x attention DP {adp}, ep {ep}, concurrency {case.row.batch}")
+    if best is None and case.deployment.kv != "fp8" and not case.row.kv_precision:
+        # unstated KV precision narrows to FP8 when the measured concurrency would not fit otherwise (rule)
+        value, how, d = _at_stated_concurrency(replace(case, deployment=replace(case.deployment, kv="fp8")))
+        return value, how + "; KV narrowed to FP8: the stated concurrency does not fit at bf16 (rule)", d
+    if best is None:
+        raise TokensimError(f"no server layout of {hw.name} holds {case.row.batch} sequences")
+    _, d, p, how = best
+    value = offline_throughput(model, hw, d, p) / p.chips
+    if counts_input_tokens(case):
+        value *= (d.input_tokens + d.output_tokens) / d.output_tokens
+    return value, how, d
+
+
 def _frontier(case: Case) -> tuple[float, str, object]:
     """Best throughput per chip over layouts of the node whose serving per-user speed still meets the target."""
+    if case.row.batch is not None:
+        return _at_stated_concurrency(case)
     model, hw = catalog_model(case.model), catalog()[case.hardware]
     chips = case.deployment.chips
     target = case.target_tps_user

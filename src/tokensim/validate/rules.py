@@ -268,7 +268,11 @@ def build_case(row: Row) -> Case:
         notes.append("throughput: the decode pool of a prefill/decode split, decode only (rule)")
     if target is not None and row.batch_approximate or (target is not None and row.batch is None):
         chips = row.n_chips or min(FRONTIER_NODE_CHIPS, hw.chips_per_system or FRONTIER_NODE_CHIPS) or FRONTIER_NODE_CHIPS
-        notes.append(f"operating point: best layout on {chips} chips at >= {target} tok/s/user (frontier rule)")
+        if row.batch is not None:
+            notes.append(f"operating point: the stated concurrency {row.batch} on the server layout (TP 1-8, or DP-attention "
+                         f"+ EP for MoE) whose per-user speed is closest to the stated {target} tok/s/user (rule)")
+        else:
+            notes.append(f"operating point: best layout on {chips} chips at >= {target} tok/s/user (frontier rule)")
         if re.search(r"inferencex", row.provider_or_engine, re.I) and not re.search(r"output tput", row.notes, re.I):
             notes.append("throughput: InferenceX plots input + output tokens per GPU (InferenceX process_result.py), "
                          "so the prediction is counted the same way (rule)")
@@ -287,11 +291,21 @@ def build_case(row: Row) -> Case:
             tp, adp, ep = par
             dep = replace(base, tp=tp, attn_dp=adp, ep=ep, redundant_experts=redundant(model, ep), batch=max(batch, 1))
             notes.append(f"layout: tp {tp} x attention DP {adp}, ep {ep} (from the source's text)")
-        elif model.is_moe and row.n_chips > 8 and (mode.endswith("throughput") or re.search(r"\bEP\b|expert parallel|wide-EP|large EP|DeepEP", text)):
-            n = row.n_chips
-            dep = replace(base, tp=1, attn_dp=n, ep=n, redundant_experts=redundant(model, n), overlap_comm=True, batch=max(batch, 1))
-            notes.append(f"layout: {n} chips as attention DP x wide EP {n} with overlapped all-to-all and "
-                         f"{dep.redundant_experts} redundant experts (rule for the source's wide-EP deployment)")
+        elif model.is_moe and row.n_chips > 8 and hw.kind == "gpu" and (
+                mode.endswith("throughput") or re.search(r"\bEP\b|expert parallel|wide-EP|large EP|DeepEP", text)):
+            n, replicas = row.n_chips, 1
+            up = hw.link("scale_up")
+            domain = up.domain_chips if up and up.domain_chips else n
+            if domain < n and n % domain == 0:
+                from ..layout import fit_error
+                one = replace(base, tp=1, attn_dp=domain, ep=domain, redundant_experts=redundant(model, domain), batch=domain)
+                if fit_error(model, hw, one) is None:       # the expert all-to-all stays on the scale-up links
+                    n, replicas = domain, row.n_chips // domain
+            dep = replace(base, tp=1, attn_dp=n, ep=n, dp=replicas, redundant_experts=redundant(model, n), overlap_comm=True,
+                          batch=max(batch, n * replicas))
+            notes.append(f"layout: {row.n_chips} chips as {replicas} x (attention DP x wide EP {n}) with overlapped "
+                         f"all-to-all and {dep.redundant_experts} redundant experts (rule for wide-EP deployments: EP "
+                         f"inside one scale-up domain when it holds the model, replicas beyond)")
         else:
             from ..layout import fewest_chips, layout_for_chips
             up = hw.link("scale_up")

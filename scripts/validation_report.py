@@ -13,6 +13,7 @@ from tokensim.validate.run import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- validation:start -->", "<!-- validation:end -->"
+CLAIMS_START, CLAIMS_END = "<!-- claims:start -->", "<!-- claims:end -->"
 
 
 def section() -> str:
@@ -38,14 +39,30 @@ def section() -> str:
     return "\n".join(lines)
 
 
+def claims_section() -> str:
+    from tokensim.claims import all_claims
+
+    lines = [CLAIMS_START, "", "| claim | claimed | predicted (10-90 % band) | verdict |", "|---|---|---|---|"]
+    for r in all_claims():
+        verdict = r.verdict.replace("|", "/")
+        lines.append(f"| {r.id}: {r.text} | {r.claim_value:.3g} {r.unit} | {r.predicted_value:.3g} "
+                     f"({r.predicted_range[0]:.3g}-{r.predicted_range[1]:.3g}) | {verdict} |")
+    lines += ["", "Full reasons and the assumptions behind each scenario: `tokensim claims`.", "", CLAIMS_END]
+    return "\n".join(lines)
+
+
+def _replace(text: str, start: str, end: str, new: str, anchor: str) -> str:
+    if start in text:
+        return re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: new, text, flags=re.S)
+    return text.replace(anchor, anchor + "\n" + new + "\n", 1)
+
+
 def main() -> None:
     readme = ROOT / "README.md"
     text = readme.read_text(encoding="utf-8")
     new = section()
-    if START in text:
-        text = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: new, text, flags=re.S)
-    else:
-        text = text.replace("## Validation\n", "## Validation\n\n" + new + "\n", 1)
+    text = _replace(text, START, END, new, "## Validation\n")
+    text = _replace(text, CLAIMS_START, CLAIMS_END, claims_section(), "### Scenarios and claims\n")
     readme.write_text(text, encoding="utf-8")
     print(new)
 

@@ -39,6 +39,16 @@ def serving_speed(model, hw, dep) -> tuple[float, Prediction] | None:
     return offline_throughput(model, hw, dep, p) / dep.batch, p
 
 
+def _layout(case: Case, model, hw, tp: int, dp: int, adp: int, ep: int, batch: int):
+    """The case's deployment with this server layout, and its serving speed (None if invalid or too big)."""
+    dep = replace(case.deployment, tp=tp, dp=dp, attn_dp=adp, ep=ep, overlap_comm=ep > 1, batch=batch, redundant_experts=0)
+    try:
+        check_against_model(model, dep)
+    except TokensimError:
+        return dep, None
+    return dep, serving_speed(model, hw, dep)
+
+
 def _at_stated_concurrency(case: Case) -> tuple[float, str, object]:
     """The stated concurrency served by the server layout whose per-user speed is closest to the stated one."""
     import math
@@ -48,13 +58,7 @@ def _at_stated_concurrency(case: Case) -> tuple[float, str, object]:
         layouts += [(tp, 1, tp) for tp in (2, 4, 8)] + [(1, 8, 8)]
     best = None
     for tp, adp, ep in layouts:
-        dep = replace(case.deployment, tp=tp, dp=1, attn_dp=adp, ep=ep, overlap_comm=ep > 1, batch=case.row.batch,
-                      redundant_experts=0)
-        try:
-            check_against_model(model, dep)
-        except TokensimError:
-            continue
-        got = serving_speed(model, hw, dep)
+        dep, got = _layout(case, model, hw, tp, 1, adp, ep, case.row.batch)
         if got is None:
             continue
         gap = abs(math.log(got[0] / case.target_tps_user))
@@ -85,13 +89,7 @@ def _frontier(case: Case) -> tuple[float, str, object]:
     if model.is_moe:
         layouts += [(chips, 1, 1, chips), (1, 1, chips, chips)]                            # TP+EP, DP-attention+EP
     for tp, dp, adp, ep in layouts:
-        dep = replace(case.deployment, tp=tp, dp=dp, attn_dp=adp, ep=ep, overlap_comm=ep > 1, batch=dp * adp,
-                      redundant_experts=0)
-        try:
-            check_against_model(model, dep)
-        except TokensimError:
-            continue
-        first = serving_speed(model, hw, dep)
+        dep, first = _layout(case, model, hw, tp, dp, adp, ep, dp * adp)
         if first is None or first[0] < target:
             continue
         lo, hi = dp * adp, dp * adp * 4096

@@ -17,6 +17,7 @@ layouts = st.fixed_dictionaries({
     "model": st.sampled_from(MODELS),
     "hardware": st.sampled_from(HARDWARE),
     "tp": st.sampled_from([1, 2, 4]),
+    "pp": st.sampled_from([1, 1, 2, 4]),
     "batch": st.integers(1, 256),
     "input_tokens": st.integers(16, 8192),
     "output_tokens": st.integers(1, 2048),
@@ -27,8 +28,8 @@ layouts = st.fixed_dictionaries({
 def _predict(c, hw=None, **overrides):
     m = load_model(c["model"])
     h = hw or load_hardware(c["hardware"])
-    dep = Deployment(tp=c["tp"], batch=c["batch"], input_tokens=c["input_tokens"], output_tokens=c["output_tokens"],
-                     weights=c["weights"])
+    dep = Deployment(tp=c["tp"], pp=c["pp"], batch=c["batch"], input_tokens=c["input_tokens"],
+                     output_tokens=c["output_tokens"], weights=c["weights"])
     dep = replace(dep, **overrides)
     if fit_error(m, h, dep) is not None:
         return None

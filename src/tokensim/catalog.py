@@ -27,4 +27,6 @@ def close_matches(name: str, candidates: Iterable[str], n: int = 5) -> list[str]
 def unknown(kind: str, name: str, candidates: Iterable[str]) -> TokensimError:
     matches = close_matches(name, candidates)
     hint = f"; close matches: {', '.join(matches)}" if matches else ""
-    return TokensimError(f"{kind} = {name!r}: not in the catalog and not a file{hint} (list them with `tokensim {kind}s`)")
+    listing = {"model": "tokensim models", "hardware": "tokensim hardware", "scenario": "tokensim claims"}.get(kind)
+    where = f" (list them with `{listing}`)" if listing else ""
+    return TokensimError(f"{kind} = {name!r}: not in the catalog and not a file{hint}{where}")

@@ -17,14 +17,27 @@ out = Console(width=None if sys.stdout.isatty() else 150)
 
 
 def emit_json(obj: object) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=_json_default) + "\n")
+    """Strict JSON: non-finite numbers (an unbounded figure, a missing power) become null."""
+    sys.stdout.write(json.dumps(_finite(obj), indent=2, default=_json_default, allow_nan=False) + "\n")
+
+
+def _finite(o: object) -> object:
+    import math
+
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    if hasattr(o, "to_dict"):
+        return _finite(o.to_dict())
+    if hasattr(o, "item") and callable(o.item):      # numpy scalars
+        return _finite(o.item())
+    return o
 
 
 def _json_default(o: object) -> object:
-    if isinstance(o, float):
-        return None
-    if hasattr(o, "to_dict"):
-        return o.to_dict()
     return str(o)
 
 
@@ -85,7 +98,7 @@ def predict(
     expert_weights: Optional[str] = typer.Option(None, help="stored precision of routed experts only"),
     compute: Optional[str] = typer.Option(None, help="compute format: bf16, fp8, fp4"),
     kv: str = typer.Option("bf16", help="KV-cache precision"),
-    engine: str = typer.Option("default", help="engine class: default, tuned, basic"),
+    engine: str = typer.Option("default", help="engine class: default (GPU serving engines) or basic (llama.cpp-class)"),
     plot: Optional[str] = typer.Option(None, "--plot", help="write the breakdown, roofline, speed-vs-batch (and, on wafers/LPUs, "
                                        "TTFT-vs-pipeline-depth) plots as PNG and SVG beside this path"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -166,7 +179,7 @@ def plan(
     input_tokens: int = typer.Option(1024, "--input", help="prompt tokens"),
     output_tokens: int = typer.Option(256, "--output", help="generated tokens"),
     objective: str = typer.Option("cost", help="cost, throughput or speed"),
-    engine: str = typer.Option("default", help="engine class: default, tuned, basic"),
+    engine: str = typer.Option("default", help="engine class: default (GPU serving engines) or basic (llama.cpp-class)"),
     csv_path: Optional[str] = typer.Option(None, "--csv", help="write every evaluated deployment to this CSV"),
     plot: Optional[str] = typer.Option(None, "--plot", help="write the Pareto front as PNG and SVG"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -338,8 +351,8 @@ def main() -> None:
         sys.stderr.write("aborted\n")
         sys.exit(1)
     except Exception as exc:  # usage errors of the click bundled with typer: one message, exit 2
-        if hasattr(exc, "show") and hasattr(exc, "exit_code"):
-            exc.show()
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+            sys.stderr.write(f"error: {exc.format_message()} (see tokensim --help)\n")
             sys.exit(2)
         raise
 

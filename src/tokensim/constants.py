@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .errors import bad_value
 
-ENGINES = ("default", "tuned", "basic")
+ENGINES = ("default", "basic")   # serving engines (vLLM, SGLang, TensorRT-LLM, APIs) and llama.cpp-class ones
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ PD: TTFT = prefill on the prefill pool + KV transfer + one decode step; decode s
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from .constants import for_hardware
@@ -16,12 +17,13 @@ from .cost.layer import Shape
 from .cost.ops import OpCost, summarize
 from .cost.step import step_cost
 from .deployment import Deployment
+from .energy import SECONDS_PER_HOUR, cost_assumptions, power_w, tco_usd_per_hour
 from .errors import TokensimError, require
 from .hardware.spec import HardwareSpec
 from .layout import check_against_model
 from .memory import kv_bytes_per_token, memory_use
 from .model.spec import Layer, ModelSpec
-from .predictor import Prediction, decode_context, predict_deployment
+from .predictor import Prediction, decode_context, fewest_by_capacity, predict_deployment
 
 
 @dataclass(frozen=True)
@@ -78,23 +80,54 @@ def predict_afd(model: ModelSpec, attn_hw: HardwareSpec, attn_dep: Deployment, f
     n = model.n_layers
     nbytes = tokens * model.hidden_size * ctx_a.b_act / attn_dep.chips      # per sending chip, one direction
     x = link.latency_s + nbytes / link.bandwidth_bytes_per_s
-    per_layer_a = (sum(a.stage_s) - a.host_s) / n
-    per_layer_f = (sum(f.stage_s) + (ffn_dep.pp - 1) * f.hop_s) / n
-    stages = (per_layer_a, x, per_layer_f, x)
+    per_layer_a = sum(a.stage_s) / n                   # stage times exclude host time (added once below)
+    per_layer_f = sum(f.stage_s) / n                   # activations return to the attention pool after every
+    stages = (per_layer_a, x, per_layer_f, x)          # layer, so FFN stages never hand over to each other
     per_layer = m * max(stages) + sum(stages) - max(stages) if m > 1 else sum(stages)
     tpot = n * per_layer + a.host_s
     transfer = OpCost("afd.transfer", 0.0, 0.0, 2 * nbytes * n, link.name, 0.0, 0.0, 2 * x * n, 0.0)
-    ops = [(o.scaled(m), c) for o, c in a.ops] + [(o.scaled(m), c) for o, c in f.ops] + [(transfer.scaled(m), 2 * n)]
+    ops = [(o.scaled(m), c) for o, c in a.ops] + [(o.scaled(m), c) for o, c in f.ops if o.name != "pp.hop"]
+    ops.append((transfer.scaled(m), 2 * n))
     base = predict_deployment(a_model, attn_hw, attn_dep)
     chips = attn_dep.chips + ffn_dep.chips
     throughput = attn_dep.batch / tpot
+    # power and cost over both pools; each pool's chips are busy m times their busy time per token step
+    u_a = m * sum(a.stage_busy_s) / tpot
+    u_f = m * sum(f.stage_busy_s) / (len(f.stage_busy_s) * tpot)
+    power = power_w(attn_hw, attn_dep.chips, u_a) + power_w(ffn_hw, ffn_dep.chips, u_f)
+    usd = None
+    if attn_hw.price_usd_per_hour and ffn_hw.price_usd_per_hour:
+        usd = (attn_dep.chips * attn_hw.price_usd_per_hour + ffn_dep.chips * ffn_hw.price_usd_per_hour) / SECONDS_PER_HOUR / throughput * 1e6
+    tco_a, tco_f = tco_usd_per_hour(attn_hw, attn_dep.chips, 0.0), tco_usd_per_hour(ffn_hw, ffn_dep.chips, 0.0)
+    tco = None
+    if tco_a is not None and tco_f is not None:
+        tco = (tco_a + tco_f + power / 1e3 * cost_assumptions()["pue"] * cost_assumptions()["electricity_usd_per_kwh"]) \
+            / SECONDS_PER_HOUR / throughput * 1e6
+    # TTFT: the prompt's attention on pool A (as predicted for it), its FFN on pool B, and 2 crossings per layer
+    pctx_f = make_context(f_model, ffn_hw, ffn_dep, for_hardware(ffn_hw, ffn_dep.engine), prefill=True)
+    pre_f = step_cost(pctx_f, Shape(1.0, float(attn_dep.input_tokens), float(attn_dep.input_tokens),
+                                    float(attn_dep.input_tokens)), head=False)
+    prompt_x = 2 * n * (link.latency_s + attn_dep.input_tokens * model.hidden_size * ctx_a.b_act
+                        / (attn_dep.chips * link.bandwidth_bytes_per_s))
+    ttft = base.ttft_s + sum(pre_f.stage_s) + prompt_x
+    r_speed = (1.0 / tpot) / base.tokens_per_s_per_user
+    r_ttft = ttft / base.ttft_s
     notes = (f"attention-FFN disaggregation: attention on {attn_dep.chips} x {attn_hw.name}, FFN on "
              f"{ffn_dep.chips} x {ffn_hw.name}, {m} micro-batches; per layer attention {per_layer_a * 1e6:.1f} us, "
              f"transfer {x * 1e6:.1f} us each way, FFN {per_layer_f * 1e6:.1f} us",)
+    lo, hi = base.tokens_per_s_per_user_range
+    t_lo, t_hi = base.ttft_s_range
     return replace(base, model=model.name, hardware=f"{attn_hw.name}+{ffn_hw.name}", chips=chips,
                    tokens_per_s_per_user=1.0 / tpot, time_per_output_token_s=tpot, throughput_tokens_per_s=throughput,
-                   throughput_tokens_per_s_per_chip=throughput / chips, breakdown=summarize(ops),
-                   assumptions=base.assumptions + notes)
+                   throughput_tokens_per_s_per_chip=throughput / chips, throughput_tokens_per_s_per_system=throughput,
+                   ttft_s=ttft, ttft_s_range=(t_lo * r_ttft, t_hi * r_ttft),
+                   tokens_per_s_per_user_range=(lo * r_speed, hi * r_speed),
+                   power_w=power, tokens_per_joule=throughput / power,
+                   sequences_per_s_per_kw=throughput / attn_dep.output_tokens / (power / 1e3),
+                   usd_per_million_tokens=usd, tco_usd_per_million_tokens=tco, breakdown=summarize(ops),
+                   min_chips=base.min_chips + fewest_by_capacity(ctx_f, ctx_f.k.usable_memory_fraction * ffn_hw.capacity_bytes),
+                   bandwidth_bound_tokens_per_s_per_user=math.nan, roofline_bound_tokens_per_s_per_user=math.nan,
+                   assumptions=base.assumptions + notes + ("bounds: not computed for a split across two pools",))
 
 
 def predict_pd(model: ModelSpec, prefill_hw: HardwareSpec, prefill_dep: Deployment, decode_hw: HardwareSpec,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
+
+import numpy as np
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -53,10 +55,17 @@ def idle_power_per_chip_w(hw: HardwareSpec) -> float:
     return hw.idle_w * (peak / hw.tdp_w) if hw.tdp_w else 0.0
 
 
-def energy(hw: HardwareSpec, chips: int, utilization: float, tokens_per_s: float) -> Energy:
-    u = min(max(utilization, 0.0), 1.0)
+def power_w(hw: HardwareSpec, chips, utilization):
+    """chips x (P_idle + u x (P_max - P_idle)); numbers or numpy arrays."""
+    u = np.clip(utilization, 0.0, 1.0)
     idle, peak = idle_power_per_chip_w(hw), max_power_per_chip_w(hw)
-    power = chips * (idle + u * (peak - idle))
+    p = chips * (idle + u * (peak - idle))
+    return float(p) if np.ndim(p) == 0 else p
+
+
+def energy(hw: HardwareSpec, chips: int, utilization: float, tokens_per_s: float) -> Energy:
+    u = float(np.clip(utilization, 0.0, 1.0))
+    power = power_w(hw, chips, u)
     price = hw.price_usd_per_hour
     usd = chips * price / SECONDS_PER_HOUR / tokens_per_s * 1e6 if price and tokens_per_s > 0 else None
     tco_h = tco_usd_per_hour(hw, chips, power)

@@ -71,6 +71,17 @@ def fewest_by_capacity(ctx, capacity_per_chip_bytes: float) -> int:
     return max(1, math.ceil(weights / capacity_per_chip_bytes))
 
 
+def pipeline_bound(stage_s: list[float], micro: int) -> float:
+    """A cycle lasts at least one micro-batch's trip through every stage, and at least `micro` turns of the
+    slowest stage: the lower bound on the cycle from per-stage lower bounds."""
+    return max(sum(stage_s), micro * max(stage_s))
+
+
+def chip_utilization(stage_busy_s, micro, cycle):
+    """Average busy share of a chip over a cycle: each stage is busy `micro` times its busy time."""
+    return micro * sum(stage_busy_s) / (len(stage_busy_s) * cycle)
+
+
 def decode_context(dep: Deployment) -> float:
     """Mean tokens attended over the generation: the prompt plus half the output."""
     return dep.input_tokens + dep.output_tokens / 2.0
@@ -93,7 +104,7 @@ def _draft_step_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment, seqs: flo
     return sum(op.time_s for op in head)
 
 
-def _ttft(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> StepCost | float:
+def _ttft(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> tuple[StepCost, float]:
     ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine), prefill=True)
     chunks = min(dep.pp, dep.input_tokens)
     q = dep.input_tokens / chunks
@@ -126,15 +137,15 @@ def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assu
     prefill_cost, ttft = _ttft(model, hw, dep)
     use = memory_use(ctx, dep.batch, dep.input_tokens + dep.output_tokens)
     peak_bw = hw.weight_tier.bandwidth_bytes_per_s
-    mem_bound = sum(b / peak_bw for b in cost.stage_bytes) * micro
-    roof = sum(max(b / peak_bw, f / hw.peak_flops(ctx.rates["attention"].compute)) for b, f in zip(cost.stage_bytes, cost.stage_flops)) * micro
+    peak_f = hw.peak_flops(max((r.compute for r in ctx.rates.values()), key=hw.peak_flops))
+    mem_bound = pipeline_bound([b / peak_bw for b in cost.stage_bytes], micro)
+    roof = pipeline_bound([max(b / peak_bw, f / peak_f) for b, f in zip(cost.stage_bytes, cost.stage_flops)], micro)
     throughput = dep.batch / tpot
     full_context = dep.input_tokens + dep.output_tokens
     mb = max_batch(ctx, full_context)
     system_chips = max(1, hw.chips_per_system)
     kv_seq = use.kv_per_seq_per_chip_bytes
-    busy = sum(max(o.t_memory_s, o.t_compute_s) + o.t_comm_s for o in cost.breakdown() if o.name != "host") * micro
-    power = energy(hw, dep.chips, busy / cycle, throughput)
+    power = energy(hw, dep.chips, chip_utilization(cost.stage_busy_s, micro, cycle), throughput)
     residuals = shipped_residuals()
     speed = band(residuals, hw.family, "output_tps_per_user", 1.0 / tpot)
     first = band(residuals, hw.family, "ttft_s", 1.0 / ttft)

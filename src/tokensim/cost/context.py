@@ -9,6 +9,7 @@ from ..constants import Constants
 from ..deployment import Deployment
 from ..hardware.spec import FALLBACK, HardwareSpec, Link
 from ..model.spec import ModelSpec
+from ..errors import TokensimError
 from ..precision import get_precision
 
 COMPUTE_BITS = {"fp32": 32, "bf16": 16, "int8": 8, "fp8": 8, "fp4": 4}
@@ -53,13 +54,17 @@ class Context:
         def over(link: Link):
             return latency_s + link.latency_s + nbytes / (self.k.link_bandwidth_fraction * link.bandwidth_bytes_per_s)
 
+        if self.hw.link("scale_up") is None and self.hw.link("scale_out") is None:
+            raise TokensimError(
+                f"hardware {self.hw.name} has no chip-to-chip link in its file, so a collective over more than one "
+                f"chip cannot be timed: add a [[links]] table with its bandwidth and latency (stating the source)")
         if np.ndim(group_chips) == 0:
             link = self.link_for(group_chips)
-            return (latency_s, "") if link is None else (over(link), link.name)
+            return over(link), link.name
         up, out = self.hw.link("scale_up"), self.hw.link("scale_out")
         if up is None or out is None or up.domain_chips == 0:
             link = up or out
-            return (latency_s + 0.0 * nbytes, "") if link is None else (over(link), link.name)
+            return over(link), link.name
         return np.where(group_chips <= up.domain_chips, over(up), over(out)), "scale_up/scale_out"
 
 

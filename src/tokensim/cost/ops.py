@@ -26,6 +26,11 @@ class OpCost:
         return float(t) if np.ndim(t) == 0 else t
 
     @property
+    def busy_s(self) -> float:
+        """Time the chip moves data, computes or communicates (latency floors excluded)."""
+        return np.maximum(self.t_memory_s, self.t_compute_s) + self.t_comm_s
+
+    @property
     def bound(self) -> str:
         parts = {"memory": self.t_memory_s, "compute": self.t_compute_s,
                  "communication": self.t_comm_s, "latency": self.t_fixed_s}

@@ -18,6 +18,7 @@ class StepCost:
     ops: tuple[tuple[OpCost, int], ...]
     stage_bytes: tuple[float, ...]   # bytes moved per chip in each stage
     stage_flops: tuple[float, ...]   # FLOPs per chip in each stage
+    stage_busy_s: tuple[float, ...] = ()   # time a stage's chips move data, compute or communicate (floors excluded)
 
     @property
     def latency_s(self) -> float:
@@ -48,23 +49,26 @@ def step_cost(ctx: Context, shape: Shape, head: bool = True) -> StepCost:
     stage_s, stage_bytes, stage_flops = [], [], []
     groups = layer_groups(ctx)
     per_layer: dict = {}           # a layer type's ops and totals, computed once for every stage holding it
+    stage_busy = []
     for index, group in enumerate(groups):
-        t = b = f = 0.0
+        t = b = f = busy = 0.0
         for layer, count in group.items():
             if layer not in per_layer:
                 lops = layer_ops(ctx, layer, shape)
-                per_layer[layer] = (lops, sum(o.time_s for o in lops), sum(o.bytes for o in lops), sum(o.flops for o in lops))
-            lops, lt, lb, lf = per_layer[layer]
+                per_layer[layer] = (lops, sum(o.time_s for o in lops), sum(o.bytes for o in lops),
+                                    sum(o.flops for o in lops), sum(o.busy_s for o in lops))
+            lops, lt, lb, lf, lbusy = per_layer[layer]
             ops.extend((op.scaled(count), count) for op in lops)
-            t, b, f = t + lt * count, b + lb * count, f + lf * count
+            t, b, f, busy = t + lt * count, b + lb * count, f + lf * count, busy + lbusy * count
         if head and index == len(groups) - 1:
             logits_tokens = shape.seqs if ctx.prefill else shape.tokens
             lm = weight_op(ctx, "lm_head", model.lm_head_matmul_params / dep.tp, logits_tokens, "lm_head")
             ops.append((lm, 1))
-            t, b, f = t + lm.time_s, b + lm.bytes, f + lm.flops
+            t, b, f, busy = t + lm.time_s, b + lm.bytes, f + lm.flops, busy + lm.busy_s
         stage_s.append(t)
         stage_bytes.append(b)
         stage_flops.append(f)
+        stage_busy.append(busy)
     hop = 0.0
     if dep.pp > 1:
         hop_op = comm_op(ctx, "pp.hop", shape.tokens * model.hidden_size * ctx.b_act, dep.chips, ctx.k.stage_hop_latency_s)
@@ -74,4 +78,4 @@ def step_cost(ctx: Context, shape: Shape, head: bool = True) -> StepCost:
     host = ctx.k.host_overhead_s + ctx.k.host_overhead_per_seq_s * shape.seqs * ctx.dep.attn_dp
     if np.any(host):
         ops.append((OpCost("host", 0.0, 0.0, 0.0, "", 0.0, 0.0, 0.0, host), 1))
-    return StepCost(tuple(stage_s), hop, host, tuple(ops), tuple(stage_bytes), tuple(stage_flops))
+    return StepCost(tuple(stage_s), hop, host, tuple(ops), tuple(stage_bytes), tuple(stage_flops), tuple(stage_busy))

@@ -15,10 +15,11 @@ from ..cost.context import make_context
 from ..cost.layer import Shape, layer_ops, weight_op
 from ..cost.step import step_cost
 from ..deployment import Deployment, SpecDecode
-from ..energy import idle_power_per_chip_w, max_power_per_chip_w
+from ..energy import SECONDS_PER_HOUR, power_w
 from ..hardware.spec import HardwareSpec
 from ..memory import stage_memory
 from ..model.spec import ModelSpec
+from ..predictor import chip_utilization, decode_context
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def evaluate_group(model: ModelSpec, hw: HardwareSpec, g: Group, input_tokens: i
                         input_tokens=input_tokens, output_tokens=output_tokens)
     ctx = replace(make_context(model, hw, scalar, k), dep=vec)
     pctx = replace(make_context(model, hw, scalar, k, prefill=True), dep=vec)
-    context = input_tokens + output_tokens / 2.0
+    context = decode_context(vec)
 
     seqs = vec.seqs_per_rank.astype(float)
     micro = np.minimum(g.pp, seqs)
@@ -123,12 +124,10 @@ def evaluate_group(model: ModelSpec, hw: HardwareSpec, g: Group, input_tokens: i
 
     throughput = g.batch / tpot
     chips = vec.chips
-    busy = sum(np.maximum(o.t_memory_s, o.t_compute_s) + o.t_comm_s for o, _ in cost.ops if o.name != "host") * micro
-    u = np.clip(busy / cycle, 0.0, 1.0)
-    idle, peak = idle_power_per_chip_w(hw), max_power_per_chip_w(hw)
-    power = chips * (idle + u * (peak - idle))
+    u = chip_utilization([np.broadcast_to(b, (n,)) for b in cost.stage_busy_s], micro, cycle)
+    power = power_w(hw, chips, u)
     price = hw.price_usd_per_hour
-    usd = chips * price / 3600.0 / throughput * 1e6 if price else np.full(n, np.nan)
+    usd = chips * price / SECONDS_PER_HOUR / throughput * 1e6 if price else np.full(n, np.nan)
     return {
         "tokens_per_s_per_user": 1.0 / tpot, "time_per_output_token_s": tpot, "ttft_s": np.broadcast_to(ttft, (n,)),
         "throughput_tokens_per_s": throughput, "throughput_tokens_per_s_per_chip": throughput / chips,

@@ -34,8 +34,7 @@ class Param:
 
 
 PARAMS = (
-    Param("default", "default", "hbm_bandwidth_fraction", 0.25, 0.95, "achieved HBM bandwidth, engines of unknown or stock tuning"),
-    Param("default", "tuned", "hbm_bandwidth_fraction", 0.25, 0.95, "achieved HBM bandwidth, TensorRT-LLM / SGLang / gpt-fast"),
+    Param("default", "default", "hbm_bandwidth_fraction", 0.25, 0.95, "achieved HBM bandwidth of GPU serving engines"),
     Param("default", "basic", "hbm_bandwidth_fraction", 0.20, 0.95, "achieved HBM bandwidth, llama.cpp-class engines"),
     Param("default", "default", "gemm_flops_fraction", 0.30, 0.90, "achieved dense FLOP/s in decode GEMMs"),
     Param("default", "default", "prefill_flops_fraction", 0.20, 0.90, "achieved dense FLOP/s over a prefill"),

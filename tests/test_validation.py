@@ -30,6 +30,16 @@ def test_shipped_validation_meets_the_bar(shipped):
     assert s.p90_abs_error <= P90_BAR, f"90th-percentile error {s.p90_abs_error:.1%} passed the {P90_BAR:.0%} bar"
 
 
+def test_out_of_sample_error_is_recorded_and_under_the_median_bar():
+    """The fit's leave-one-source-out error (recorded by `tokensim fit` in fitted.toml) shows how the
+    constants predict sources they never saw; its median must hold the same bar as in-sample."""
+    from tokensim.constants import fitted_table
+    fit = fitted_table()
+    assert fit["loso_rows"] >= 100
+    assert fit["loso_median_abs_error"] <= MEDIAN_BAR
+    assert fit["loso_median_abs_error"] >= fit["in_sample_median_abs_error"] - 0.05   # not suspiciously better
+
+
 def test_every_skipped_row_says_why(shipped):
     results, _ = shipped
     for r in results:

@@ -123,8 +123,7 @@ def quantity(s: Scenario, q: str) -> Value:
         return Value(v, v / hi_f * (1 - POWER_BAND), v / lo_f * (1 + POWER_BAND), "throughput per full-load kW")
     if q == "session_minutes":
         sess = raw.get("session", {})
-        session = coding_loop(int(sess.get("calls", 100)), int(sess.get("output_tokens", 500)),
-                              int(sess.get("fresh_input_tokens", 6000)), float(sess.get("tool_s", 16.8)))
+        session = coding_loop(**{k: sess[k] for k in ("calls", "output_tokens", "fresh_input_tokens", "tool_s") if k in sess})
         t = session_time(session, p, s.name)
         lo, hi = p.tokens_per_s_per_user_range
         model_lo = t.model_s * p.tokens_per_s_per_user / hi

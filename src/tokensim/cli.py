@@ -90,7 +90,9 @@ def predict(
     tp: Optional[int] = typer.Option(None, help="tensor-parallel degree"),
     pp: Optional[int] = typer.Option(None, help="pipeline stages"),
     ep: int = typer.Option(1, help="expert-parallel degree"),
-    dp: int = typer.Option(1, help="data-parallel degree"),
+    dp: int = typer.Option(1, help="data-parallel replicas"),
+    attn_dp: int = typer.Option(1, help="attention data-parallel ranks inside a replica (with --ep for MoE)"),
+    overlap_comm: bool = typer.Option(False, "--overlap-comm", help="hide EP all-to-all behind compute (two micro-batches)"),
     batch: int = typer.Option(1, help="concurrent sequences"),
     input_tokens: int = typer.Option(1024, "--input", help="prompt tokens"),
     output_tokens: int = typer.Option(256, "--output", help="generated tokens"),
@@ -107,7 +109,8 @@ def predict(
     from .predictor import predict as run_predict
     from .render import print_prediction
 
-    p = run_predict(model, hardware, chips=chips, tp=tp, pp=pp, ep=ep, dp=dp, batch=batch,
+    p = run_predict(model, hardware, chips=chips, tp=tp, pp=pp, ep=ep, dp=dp, attn_dp=attn_dp, overlap_comm=overlap_comm,
+                    batch=batch,
                     input_tokens=input_tokens, output_tokens=output_tokens, weights=weights,
                     expert_weights=expert_weights, compute=compute, kv=kv, engine=engine)
     if plot:
@@ -127,7 +130,14 @@ def predict(
         if hw.kind in ("wafer", "lpu") and d.tp == 1:
             ttft_vs_depth(ttft_vs_depth_points(model, hardware, **kw), stem.with_name(f"{stem.stem}-ttft-vs-depth.png"))
     if json_out:
-        return emit_json(p.to_dict())
+        from .constants import evidence, for_hardware
+        from .hardware.catalog import load_hardware as _hw
+        hw_spec = _hw(hardware)
+        k = for_hardware(hw_spec, engine)
+        d = p.to_dict()
+        d["constants"] = {name: {"value": getattr(k, name), "evidence": why}
+                          for name, why in evidence(hw_spec.family, hw_spec.kind, engine, hw_spec.vendor).items()}
+        return emit_json(d)
     print_prediction(p, out)
 
 

@@ -97,12 +97,12 @@ def constants_for(family: str, kind: str = "", engine: str = "default", vendor: 
     return Constants(**{f.name: float(values[f.name]) for f in fields(Constants)})
 
 
-def evidence(family: str, kind: str = "", engine: str = "default") -> dict[str, str]:
-    """The evidence line behind each constant as used for this family and engine."""
+def evidence(family: str, kind: str = "", engine: str = "default", vendor: str = "") -> dict[str, str]:
+    """The evidence line behind each constant as used for this family, kind, engine and vendor."""
     base, fitted = _tables()
-    values = _lookup(family, kind, engine)
+    values = _lookup(family, kind, engine, vendor.lower())
     out = {f.name: str(values.get(f"{f.name}_evidence", "")) for f in fields(Constants)}
-    for fam, eng in _levels(family, kind, engine):
+    for fam, eng in _levels(family, kind, engine, vendor.lower()):
         for name in fitted.get("constants", {}).get(fam, {}).get(eng, {}):
             out[name] = f"fitted by `tokensim fit` on {fitted.get('date', '?')} ({fitted.get('rows', '?')} rows)"
     return out

@@ -4,8 +4,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .cost.context import Context
-from .cost.layer import kv_shard
+from .cost.context import INDEXER, Context
+from .cost.layer import expected_experts_touched, kv_shard
 from .cost.step import layer_groups
 from .model.spec import Attention, DenseFFN, LinearMixer, MoE
 
@@ -93,11 +93,12 @@ def kv_bytes_per_token(model, kv_precision: str = "bf16") -> float:
     from .precision import get_precision
 
     width = get_precision(kv_precision).bytes_per_element
+    index_width = min(get_precision(INDEXER).bytes_per_element, width)      # as Context.b_idx
     total = 0.0
     for layer in model.layers:
         att = layer.mixer
         if isinstance(att, Attention) and att.window is None:
-            total += (att.kv_elems_per_token * width + att.indexer_elems_per_token * min(width, 1.0)) / att.compress_ratio
+            total += (att.kv_elems_per_token * width + att.indexer_elems_per_token * index_width) / att.compress_ratio
     return total
 
 
@@ -121,7 +122,7 @@ def bytes_per_token(ctx: Context, batch: int, context_tokens: float, tokens_per_
             dense += ffn.params * r["dense_ffn"].bytes_per_weight
         elif isinstance(ffn, MoE):
             dense += (ffn.shared_params + ffn.router_params + ffn.latent_params) * r["shared_experts"].bytes_per_weight
-            touched = ffn.n_experts * (1.0 - (1.0 - ffn.top_k / ffn.n_experts) ** (batch * tokens_per_step / dep.dp))
+            touched = expected_experts_touched(ffn.n_experts, ffn.top_k, batch * tokens_per_step / dep.dp)
             expert += touched * ffn.expert_params * r["routed_experts"].bytes_per_weight * dep.dp
     dense += model.lm_head_matmul_params * r["lm_head"].bytes_per_weight
     return (dense * active_ranks + expert + kv * batch) / (batch * tokens_per_step)

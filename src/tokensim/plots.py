@@ -12,6 +12,8 @@ from pathlib import Path
 
 import matplotlib
 
+from .units import fmt_si as _si
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
@@ -80,13 +82,6 @@ def _time_unit(seconds: float) -> tuple[float, str]:
 def _fmt_time(seconds: float) -> str:
     scale, unit = _time_unit(seconds)
     return f"{seconds / scale:.3g} {unit}"
-
-
-def _si(value: float, unit: str) -> str:
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
 
 
 def _plain_log(ax, axis: str) -> None:

@@ -50,6 +50,7 @@ PRECISIONS: dict[str, Precision] = {
 
 # Compute formats, slowest first; a chip without a rate for one falls back to the next slower one.
 COMPUTE_ORDER = ("fp32", "bf16", "int8", "fp8", "fp4")
+COMPUTE_BITS = {"fp32": 32, "bf16": 16, "int8": 8, "fp8": 8, "fp4": 4}   # operand width of each compute format
 
 # Words found in configs, CLI flags and measurement tables, mapped to the table above.
 ALIASES: dict[str, str] = {
@@ -62,6 +63,8 @@ ALIASES: dict[str, str] = {
 
 
 def get_precision(name: str, field: str = "precision") -> Precision:
+    if not isinstance(name, str):
+        raise bad_value(field, name, f"a precision name, one of {', '.join(PRECISIONS)}")
     key = name.strip().lower()
     key = ALIASES.get(key, key)
     if key not in PRECISIONS:

@@ -215,6 +215,8 @@ def predict(
             dep = fewest_chips(m, hw, base)
             notes.append(f"layout: fewest chips that fit ({dep.chips}: tp {dep.tp} x pp {dep.pp})")
         else:
+            if chips < 1 or chips % (dp * attn_dp):
+                raise TokensimError(f"chips = {chips}: expected a positive multiple of dp x attn_dp = {dp * attn_dp}")
             dep = layout_for_chips(m, hw, chips // (dp * attn_dp), base)
             dep = replace(dep, dp=dp, attn_dp=attn_dp, ep=ep)
             notes.append(f"layout: {chips} chips as tp {dep.tp} x attn_dp {dep.attn_dp} x pp {dep.pp} x dp {dep.dp}")

@@ -79,6 +79,34 @@ def _merge(base: dict, change: dict) -> dict:
     return out
 
 
+def _table(d: dict, key: str, where: str) -> dict:
+    v = d.get(key, {})
+    if not isinstance(v, dict):
+        raise bad_value(f"{where}{key}", v, "a table")
+    return v
+
+
+def _float(d: dict, key: str, where: str, default: float) -> float:
+    v = d.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise bad_value(f"{where}.{key}", v, "a number")
+    return float(v)
+
+
+def _str(d: dict, key: str, where: str) -> str | None:
+    v = d.get(key)
+    if v is not None and not isinstance(v, str):
+        raise bad_value(f"{where}.{key}", v, "a string")
+    return v
+
+
+def _bool(d: dict, key: str, where: str) -> bool | None:
+    v = d.get(key)
+    if v is not None and not isinstance(v, bool):
+        raise bad_value(f"{where}.{key}", v, "true or false")
+    return v
+
+
 def _int(d: dict, key: str, where: str, default: int | None = None) -> int | None:
     v = d.get(key, default)
     if v is None:
@@ -116,15 +144,20 @@ def deployment_from_dict(d: dict, model: ModelSpec, hw: HardwareSpec, spec: Spec
         raise bad_value(f"{where}.{sorted(unknown)[0]}", d[sorted(unknown)[0]], f"one of the fields {', '.join(sorted(DEPLOYMENT_KEYS))}")
     stage_layers = None
     if "stages" in d:
+        if not isinstance(d["stages"], list):
+            raise bad_value(f"{where}.stages", d["stages"], 'a list of layer ranges like ["0-3", "4-7"]')
         stage_layers = parse_stages(d["stages"], model.n_layers, where)
     elif "stage_layers" in d:
-        stage_layers = tuple(d["stage_layers"])
-    kw: dict[str, Any] = {k: d[k] for k in ("weights", "expert_weights", "compute", "kv", "engine") if k in d}
+        sl = d["stage_layers"]
+        if not isinstance(sl, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in sl):
+            raise bad_value(f"{where}.stage_layers", sl, "a list of layer counts, one per pipeline stage")
+        stage_layers = tuple(sl)
+    kw: dict[str, Any] = {k: _str(d, k, where) for k in ("weights", "expert_weights", "compute", "kv", "engine") if k in d}
     for k in ("batch", "input_tokens", "output_tokens", "ep", "dp", "attn_dp", "micro_batches", "redundant_experts"):
         if k in d:
             kw[k] = _int(d, k, where)
     if "overlap_comm" in d:
-        kw["overlap_comm"] = bool(d["overlap_comm"])
+        kw["overlap_comm"] = _bool(d, "overlap_comm", where)
     tp, pp, chips = _int(d, "tp", where), _int(d, "pp", where), _int(d, "chips", where)
     if stage_layers is not None:
         pp = len(stage_layers)
@@ -136,6 +169,8 @@ def deployment_from_dict(d: dict, model: ModelSpec, hw: HardwareSpec, spec: Spec
         dep = Deployment(spec=spec, tp=tp or 1, pp=pp or 1, **kw)
     if stage_layers is not None:
         dep = replace(dep, stage_layers=stage_layers, pp=len(stage_layers))
+    if chips is not None and chips != dep.chips:
+        raise bad_value(f"{where}.chips", chips, f"tp x attn_dp x pp x dp = {dep.chips} (or leave tp and pp out)")
     dep.stages(model.n_layers)
     return dep
 
@@ -143,13 +178,15 @@ def deployment_from_dict(d: dict, model: ModelSpec, hw: HardwareSpec, spec: Spec
 def spec_from_dict(d: dict | None, where: str = "speculative") -> SpecDecode | None:
     if not d:
         return None
+    if not isinstance(d, dict):
+        raise bad_value(where, d, "a table")
     acc = d.get("acceptance", [0.8])
     acc = tuple(acc) if isinstance(acc, list) else (acc,)
     for a in acc:
         if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0.0 <= a < 1.0:
             raise bad_value(f"{where}.acceptance", a, "a rate in [0, 1)")
-    return SpecDecode(method=d.get("method", "mtp"), draft_tokens=int(d.get("draft_tokens", 1)), acceptance=acc,
-                      draft_model=d.get("draft_model"))
+    return SpecDecode(method=_str(d, "method", where) or "mtp", draft_tokens=_int(d, "draft_tokens", where, 1),
+                      acceptance=acc, draft_model=_str(d, "draft_model", where))
 
 
 def _model(d: dict, base_dir: Path) -> ModelSpec:
@@ -170,7 +207,7 @@ def scenario_from_dict(d: dict, base_dir: Path, where: str = "scenario") -> Scen
     hw_path = base_dir / d["hardware"]
     hw = load_hardware(str(hw_path) if hw_path.suffix in (".toml", ".yaml", ".yml") and hw_path.exists() else d["hardware"])
     spec = spec_from_dict(d.get("speculative"))
-    dep = deployment_from_dict(d.get("deployment", {}), model, hw, spec, "deployment")
+    dep = deployment_from_dict(_table(d, "deployment", ""), model, hw, spec, "deployment")
     claim = None
     if "claim" in d:
         c = d["claim"]
@@ -201,6 +238,8 @@ def run_scenario(s: Scenario) -> Prediction:
         for key, value in overrides.items():
             if key not in names:
                 raise bad_value(f"constants.{key}", value, f"one of {', '.join(sorted(names))}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise bad_value(f"constants.{key}", value, "a number >= 0")
         with overridden({s.hardware.family: {"default": dict(overrides)}}):
             return _run(s)
     return _run(s)
@@ -211,16 +250,17 @@ def _run(s: Scenario) -> Prediction:
     if "afd" in raw:
         a = raw["afd"]
         ffn_hw = load_hardware(a.get("ffn_hardware", s.hardware.name))
-        ffn_dep = deployment_from_dict(a.get("ffn_deployment", {}), s.model, ffn_hw, None, "afd.ffn_deployment") \
+        ffn_dep = deployment_from_dict(_table(a, "ffn_deployment", "afd."), s.model, ffn_hw, None, "afd.ffn_deployment") \
             if "ffn_deployment" in a else Deployment()
-        link = LinkSpec(float(a.get("link_bandwidth_bytes_per_s", 50e9)), float(a.get("link_latency_s", 5e-6)),
-                        a.get("link_name", "afd link"))
-        return predict_afd(s.model, s.hardware, s.deployment, ffn_hw, ffn_dep, link, int(a.get("micro_batches", 2)))
+        link = LinkSpec(_float(a, "link_bandwidth_bytes_per_s", "afd", 50e9), _float(a, "link_latency_s", "afd", 5e-6),
+                        _str(a, "link_name", "afd") or "afd link")
+        return predict_afd(s.model, s.hardware, s.deployment, ffn_hw, ffn_dep, link, _int(a, "micro_batches", "afd", 2))
     if "prefill" in raw:
         p = raw["prefill"]
         phw = load_hardware(p.get("hardware", s.hardware.name))
-        pdep = deployment_from_dict(p.get("deployment", {}), s.model, phw, None, "prefill.deployment")
-        link = LinkSpec(float(p.get("link_bandwidth_bytes_per_s", 50e9)), float(p.get("link_latency_s", 10e-6)), "kv link")
+        pdep = deployment_from_dict(_table(p, "deployment", "prefill."), s.model, phw, None, "prefill.deployment")
+        link = LinkSpec(_float(p, "link_bandwidth_bytes_per_s", "prefill", 50e9), _float(p, "link_latency_s", "prefill", 10e-6),
+                        "kv link")
         return predict_pd(s.model, phw, pdep, s.hardware, s.deployment, link)
     notes = tuple(f"scenario: {line}" for line in raw.get("assumptions", []))
     return predict_deployment(s.model, s.hardware, s.deployment, notes)

@@ -10,9 +10,8 @@ from ..deployment import Deployment
 from ..hardware.spec import FALLBACK, HardwareSpec, Link
 from ..model.spec import ModelSpec
 from ..errors import TokensimError
-from ..precision import get_precision
+from ..precision import COMPUTE_BITS, get_precision
 
-COMPUTE_BITS = {"fp32": 32, "bf16": 16, "int8": 8, "fp8": 8, "fp4": 4}
 ACTIVATION = "bf16"      # activations crossing links
 STATE = "fp32"           # linear-attention / SSM recurrent state (mamba_ssm_dtype float32 in Qwen3.5 and Nemotron 3 configs)
 INDEXER = "fp8"          # DSA indexer keys are cached in FP8 (theory.md 1.2)

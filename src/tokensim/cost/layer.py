@@ -102,7 +102,12 @@ def attention_ops(ctx: Context, att: Attention, s: Shape) -> list[OpCost]:
         read, cached = att.read_entries(s.context), att.cached_entries(s.context)
         nbytes = s.seqs * (read * att.kv_elems_per_token * ctx.b_kv / kv_shard(att, tp)
                            + cached * att.indexer_elems_per_token * ctx.b_idx)
-    flops = s.tokens * (att.score_flops_per_pair * read + att.indexer_flops_per_pair * cached) / tp
+    pair = att.score_flops_per_pair
+    if ctx.prefill and att.kind == "mla":
+        # prefill runs MLA un-absorbed (keys and values expanded per head), as vLLM and SGLang do:
+        # 2 x heads x (qk width + v width) per pair instead of the absorbed 2 x heads x (2 x latent + rope)
+        pair = 2 * att.n_heads * (att.head_dim + att.v_head_dim)
+    flops = s.tokens * (pair * read + att.indexer_flops_per_pair * cached) / tp
     ops.append(compute_op(ctx, "attn.core", nbytes, flops, "attention"))
     return ops
 

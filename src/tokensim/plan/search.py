@@ -144,7 +144,9 @@ def _serving(model, hw, g: Group, r: dict, req: PlanRequest) -> dict:
     agg_tput = g.batch * req.output_tokens / (decode_s + prefill_batch_s)
     prefill_chips = np.ceil(r["chips"] * prefill_batch_s / decode_s)
     link = hw.link("scale_out") or hw.link("scale_up")
-    kv_s = req.input_tokens * kv_bytes_per_token(model, g.kv) / (link.bandwidth_bytes_per_s * r["chips"]) + link.latency_s if link else 0.0
+    # the KV leaves the prefill pool over its chips' links, as predict_pd moves it
+    kv_s = (req.input_tokens * kv_bytes_per_token(model, g.kv) / (link.bandwidth_bytes_per_s * np.maximum(prefill_chips, 1))
+            + link.latency_s) if link else 0.0
     return {"agg_tput": agg_tput, "prefill_chips": prefill_chips, "kv_transfer_s": kv_s}
 
 
@@ -162,7 +164,7 @@ def plan(req: PlanRequest, progress=None) -> PlanResult:
                 out = dict(r)
                 if disagg:
                     total = r["chips"] + srv["prefill_chips"]
-                    out["ttft_s"] = r["ttft_s"] + srv["kv_transfer_s"]
+                    out["ttft_s"] = r["ttft_s"] + srv["kv_transfer_s"] + r["time_per_output_token_s"]   # as predict_pd
                     out["throughput_tokens_per_s_per_chip"] = r["throughput_tokens_per_s"] / total
                     out["chips"] = total
                     out["usd_per_million_tokens"] = r["usd_per_million_tokens"] * total / r["chips"]

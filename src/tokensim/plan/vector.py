@@ -2,7 +2,8 @@
 
 Candidates are grouped by what changes the op list's structure (pipeline depth, stored and KV
 precision); inside a group the parallel degrees, batch and speculative decoding are arrays, and the
-op formulas of tokensim.cost run on them unchanged. A test checks every number against `predict`.
+op formulas of tokensim.cost run on them unchanged. A test checks sampled deployments against `predict`
+(decode speed, TTFT, memory, power).
 """
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ def predict_afd(model: ModelSpec, attn_hw: HardwareSpec, attn_dep: Deployment, f
     a = step_cost(ctx_a, Shape(seqs, 1.0, decode_context(attn_dep), seqs * attn_dep.attn_dp))
     f = step_cost(ctx_f, Shape(tokens / ffn_dep.dp, 1.0, decode_context(attn_dep), tokens / ffn_dep.dp), head=False)
     n = model.n_layers
-    nbytes = tokens * model.hidden_size * ctx_a.b_act / attn_dep.chips      # per sending chip, one direction
+    nbytes = tokens * model.hidden_size * ctx_a.act_bytes_per_elem / attn_dep.chips      # per sending chip, one direction
     x = link.latency_s + nbytes / link.bandwidth_bytes_per_s
     per_layer_a = sum(a.stage_s) / n                   # stage times exclude host time (added once below)
     per_layer_f = sum(f.stage_s) / n                   # activations return to the attention pool after every
@@ -107,7 +107,7 @@ def predict_afd(model: ModelSpec, attn_hw: HardwareSpec, attn_dep: Deployment, f
     pctx_f = make_context(f_model, ffn_hw, ffn_dep, for_hardware(ffn_hw, ffn_dep.engine), prefill=True)
     pre_f = step_cost(pctx_f, Shape(1.0, float(attn_dep.input_tokens), float(attn_dep.input_tokens),
                                     float(attn_dep.input_tokens)), head=False)
-    prompt_x = 2 * n * (link.latency_s + attn_dep.input_tokens * model.hidden_size * ctx_a.b_act
+    prompt_x = 2 * n * (link.latency_s + attn_dep.input_tokens * model.hidden_size * ctx_a.act_bytes_per_elem
                         / (attn_dep.chips * link.bandwidth_bytes_per_s))
     ttft = base.ttft_s + sum(pre_f.stage_s) + prompt_x
     r_speed = (1.0 / tpot) / base.tokens_per_s_per_user

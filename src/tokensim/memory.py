@@ -45,10 +45,10 @@ def stage_memory(ctx: Context, context_tokens: float, head: bool = True) -> list
             if mix is not None:
                 lw += mix.params / dep.tp * r["attention"].bytes_per_weight
             if isinstance(mix, Attention):
-                entry = mix.kv_elems_per_token * ctx.b_kv / kv_shard(mix, dep.tp) + mix.indexer_elems_per_token * ctx.b_idx
+                entry = mix.kv_elems_per_token * ctx.kv_bytes_per_elem / kv_shard(mix, dep.tp) + mix.indexer_elems_per_token * ctx.index_bytes_per_elem
                 lkv += mix.cached_entries(context_tokens) * entry
             elif isinstance(mix, LinearMixer):
-                lkv += mix.state_elems * ctx.b_state / dep.tp
+                lkv += mix.state_elems * ctx.state_bytes_per_elem / dep.tp
             if isinstance(ffn, DenseFFN):
                 lw += ffn.params / dep.tp * r["dense_ffn"].bytes_per_weight
             elif isinstance(ffn, MoE):
@@ -93,7 +93,7 @@ def kv_bytes_per_token(model, kv_precision: str = "bf16") -> float:
     from .precision import get_precision
 
     width = get_precision(kv_precision).bytes_per_element
-    index_width = min(get_precision(INDEXER).bytes_per_element, width)      # as Context.b_idx
+    index_width = min(get_precision(INDEXER).bytes_per_element, width)      # as Context.index_bytes_per_elem
     total = 0.0
     for layer in model.layers:
         att = layer.mixer
@@ -114,10 +114,10 @@ def bytes_per_token(ctx: Context, batch: int, context_tokens: float, tokens_per_
         if mix is not None:
             dense += mix.params * r["attention"].bytes_per_weight
         if isinstance(mix, Attention):
-            kv += mix.read_entries(context_tokens) * mix.kv_elems_per_token * ctx.b_kv
-            kv += mix.cached_entries(context_tokens) * mix.indexer_elems_per_token * ctx.b_idx
+            kv += mix.read_entries(context_tokens) * mix.kv_elems_per_token * ctx.kv_bytes_per_elem
+            kv += mix.cached_entries(context_tokens) * mix.indexer_elems_per_token * ctx.index_bytes_per_elem
         elif isinstance(mix, LinearMixer):
-            kv += 2 * mix.state_elems * ctx.b_state
+            kv += 2 * mix.state_elems * ctx.state_bytes_per_elem
         if isinstance(ffn, DenseFFN):
             dense += ffn.params * r["dense_ffn"].bytes_per_weight
         elif isinstance(ffn, MoE):

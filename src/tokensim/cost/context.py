@@ -34,10 +34,10 @@ class Context:
     dep: Deployment
     k: Constants
     rates: dict           # weight group -> Rate
-    b_kv: float
-    b_idx: float
-    b_state: float
-    b_act: float
+    kv_bytes_per_elem: float
+    index_bytes_per_elem: float
+    state_bytes_per_elem: float
+    act_bytes_per_elem: float
     bytes_per_s: float    # achieved bandwidth of the tier holding weights and KV
     prefill: bool
 
@@ -48,10 +48,15 @@ class Context:
             return up
         return self.hw.link("scale_out") or up
 
-    def link_time(self, nbytes, group_chips, latency_s: float) -> tuple:
-        """Time of one collective over `group_chips` chips; for arrays, each element picks its own link."""
+    def link_time(self, nbytes, group_chips, latency_s: float, peer=False) -> tuple:
+        """Time of one collective over `group_chips` chips; for arrays, each element picks its own link.
+        `peer` (bool or mask): a point-to-point transfer, which a mesh link serves at its one-peer bandwidth."""
         def over(link: Link):
-            return latency_s + link.latency_s + nbytes / (self.k.link_bandwidth_fraction * link.bandwidth_bytes_per_s)
+            bw = link.bandwidth_bytes_per_s
+            if link.peer_bandwidth_bytes_per_s is not None and np.any(peer):
+                bw = np.where(peer, link.peer_bandwidth_bytes_per_s, bw)
+                bw = float(bw) if np.ndim(bw) == 0 else bw
+            return latency_s + link.latency_s + nbytes / (self.k.link_bandwidth_fraction * bw)
 
         if self.hw.link("scale_up") is None and self.hw.link("scale_out") is None:
             raise TokensimError(
@@ -98,10 +103,10 @@ def make_context(model: ModelSpec, hw: HardwareSpec, dep: Deployment, k: Constan
         rates[group] = Rate(p.bytes_per_element, s_per_flop, fmt)
     return Context(
         model=model, hw=hw, dep=dep, k=k, rates=rates,
-        b_kv=get_precision(dep.kv).bytes_per_element,
-        b_idx=min(get_precision(INDEXER).bytes_per_element, get_precision(dep.kv).bytes_per_element),
-        b_state=get_precision(STATE).bytes_per_element,
-        b_act=get_precision(ACTIVATION).bytes_per_element,
+        kv_bytes_per_elem=get_precision(dep.kv).bytes_per_element,
+        index_bytes_per_elem=min(get_precision(INDEXER).bytes_per_element, get_precision(dep.kv).bytes_per_element),
+        state_bytes_per_elem=get_precision(STATE).bytes_per_element,
+        act_bytes_per_elem=get_precision(ACTIVATION).bytes_per_element,
         bytes_per_s=k.hbm_bandwidth_fraction * hw.weight_tier.bandwidth_bytes_per_s,
         prefill=prefill,
     )

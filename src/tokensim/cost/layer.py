@@ -22,7 +22,7 @@ from .ops import OpCost
 class Shape:
     seqs: float          # sequences on one attention rank
     q_per_seq: float     # query tokens per sequence in this step (1 decode, k+1 verify, prompt length prefill)
-    context: float       # decode: tokens each sequence attends to; prefill: the prompt length
+    context_tokens: float  # decode: tokens each sequence attends to; prefill: the prompt length
     moe_tokens: float    # tokens entering each MoE layer of a replica's stage (summed over attention ranks)
 
     @property
@@ -81,8 +81,8 @@ def weight_op(ctx: Context, name: str, params_per_chip: float, tokens: float, gr
                       group, kernel_key, rows=tokens)
 
 
-def comm_op(ctx: Context, name: str, nbytes: float, group_chips: int, latency_s: float) -> OpCost:
-    t, link = ctx.link_time(nbytes, group_chips, latency_s)
+def comm_op(ctx: Context, name: str, nbytes: float, group_chips: int, latency_s: float, peer=False) -> OpCost:
+    t, link = ctx.link_time(nbytes, group_chips, latency_s, peer)
     return OpCost(name, 0.0, 0.0, nbytes, link, 0.0, 0.0, t, launch_s(ctx, name))
 
 
@@ -95,13 +95,13 @@ def attention_ops(ctx: Context, att: Attention, s: Shape) -> list[OpCost]:
     tp = ctx.dep.tp
     ops = [weight_op(ctx, "attn.proj", att.params / tp, s.tokens, "attention", "attn.proj.mla" if att.kind == "mla" else None)]
     if ctx.prefill:
-        mean_position = s.context / 2.0
-        nbytes = s.tokens * att.kv_elems_per_token * ctx.b_kv / kv_shard(att, tp)
+        mean_position = s.context_tokens / 2.0
+        nbytes = s.tokens * att.kv_elems_per_token * ctx.kv_bytes_per_elem / kv_shard(att, tp)
         read, cached = att.read_entries(mean_position), att.cached_entries(mean_position)
     else:
-        read, cached = att.read_entries(s.context), att.cached_entries(s.context)
-        nbytes = s.seqs * (read * att.kv_elems_per_token * ctx.b_kv / kv_shard(att, tp)
-                           + cached * att.indexer_elems_per_token * ctx.b_idx)
+        read, cached = att.read_entries(s.context_tokens), att.cached_entries(s.context_tokens)
+        nbytes = s.seqs * (read * att.kv_elems_per_token * ctx.kv_bytes_per_elem / kv_shard(att, tp)
+                           + cached * att.indexer_elems_per_token * ctx.index_bytes_per_elem)
     pair = att.score_flops_per_pair
     if ctx.prefill and att.kind == "mla":
         # prefill runs MLA un-absorbed (keys and values expanded per head), as vLLM and SGLang do:
@@ -114,7 +114,7 @@ def attention_ops(ctx: Context, att: Attention, s: Shape) -> list[OpCost]:
 
 def linear_mixer_ops(ctx: Context, mix: LinearMixer, s: Shape) -> list[OpCost]:
     tp = ctx.dep.tp
-    state_bytes = 2.0 * s.seqs * mix.state_elems * ctx.b_state / tp      # read and write the state once per step
+    state_bytes = 2.0 * s.seqs * mix.state_elems * ctx.state_bytes_per_elem / tp      # read and write the state once per step
     return [
         weight_op(ctx, "linear.proj", mix.params / tp, s.tokens, "attention"),
         compute_op(ctx, "linear.state", state_bytes, s.tokens * mix.flops_per_token / tp, "attention"),
@@ -147,12 +147,12 @@ def moe_ops(ctx: Context, moe: MoE, s: Shape) -> list[OpCost]:
     if needed(gather):
         # attention-DP ranks hand their tokens to experts split across ranks (SGLang dp_gather / dp_scatter):
         # every chip receives the other ranks' tokens before the experts and returns their partial sums after
-        nbytes = (s.moe_tokens - s.tokens) * ctx.model.hidden_size * ctx.b_act
+        nbytes = (s.moe_tokens - s.tokens) * ctx.model.hidden_size * ctx.act_bytes_per_elem
         for name in ("dp.gather", "dp.scatter"):
             ops.append(gated(comm_op(ctx, name, nbytes, dep.stage_chips, k.collective_latency_s), gather))
     if needed(dep.ep > 1):
         per_chip_tokens = s.moe_tokens / dep.stage_chips
-        nbytes = per_chip_tokens * moe.top_k * ctx.model.hidden_size * ctx.b_act * (dep.ep - 1) / dep.ep
+        nbytes = per_chip_tokens * moe.top_k * ctx.model.hidden_size * ctx.act_bytes_per_elem * (dep.ep - 1) / dep.ep
         for name in ("ep.dispatch", "ep.combine"):
             ops.append(gated(comm_op(ctx, name, nbytes, dep.ep, k.all_to_all_latency_s), dep.ep > 1))
     return ops
@@ -160,8 +160,8 @@ def moe_ops(ctx: Context, moe: MoE, s: Shape) -> list[OpCost]:
 
 def allreduce_op(ctx: Context, tokens: float) -> OpCost:
     tp = ctx.dep.tp
-    nbytes = 2.0 * (tp - 1) / tp * tokens * ctx.model.hidden_size * ctx.b_act     # ring all-reduce traffic per chip
-    return comm_op(ctx, "tp.allreduce", nbytes, tp, ctx.k.collective_latency_s)
+    nbytes = 2.0 * (tp - 1) / tp * tokens * ctx.model.hidden_size * ctx.act_bytes_per_elem     # ring all-reduce traffic per chip
+    return comm_op(ctx, "tp.allreduce", nbytes, tp, ctx.k.collective_latency_s, peer=tp == 2)   # two chips share one link
 
 
 def layer_ops(ctx: Context, layer: Layer, s: Shape) -> list[OpCost]:

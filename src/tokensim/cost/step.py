@@ -71,7 +71,9 @@ def step_cost(ctx: Context, shape: Shape, head: bool = True) -> StepCost:
         stage_busy.append(busy)
     hop = 0.0
     if dep.pp > 1:
-        hop_op = comm_op(ctx, "pp.hop", shape.tokens * model.hidden_size * ctx.b_act, dep.chips, ctx.k.stage_hop_latency_s)
+        # one stage hands its activations to the next: a point-to-point transfer inside one replica
+        hop_op = comm_op(ctx, "pp.hop", shape.tokens * model.hidden_size * ctx.act_bytes_per_elem, dep.stage_chips * dep.pp,
+                         ctx.k.stage_hop_latency_s, peer=True)
         ops.append((hop_op.scaled(dep.pp - 1), dep.pp - 1))
         hop = hop_op.time_s
     # host time per step: a fixed part plus a part per running sequence (scheduling, sampling, detokenizing)

@@ -72,6 +72,8 @@ def hardware_from_dict(d: dict[str, Any], origin: str = "") -> HardwareSpec:
             latency_s=_number(l, "latency_s", f"{where}.links"),
             domain_chips=int(_number(l, "domain_chips", f"{where}.links", 0)),
             source=str(l.get("source", "")),
+            peer_bandwidth_bytes_per_s=_number(l, "peer_bandwidth_bytes_per_s", f"{where}.links")
+            if "peer_bandwidth_bytes_per_s" in l else None,
         )
         for l in d.get("links", [])
     )

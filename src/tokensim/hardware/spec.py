@@ -36,6 +36,7 @@ class Link:
     latency_s: float                # one small message, end to end
     domain_chips: int               # chips reachable over this link without leaving it (0: unlimited)
     source: str = ""
+    peer_bandwidth_bytes_per_s: float | None = None   # to ONE peer, when below the aggregate (a mesh of links)
 
     def __post_init__(self) -> None:
         require(self.name in ("scale_up", "scale_out"), "links.name", self.name, '"scale_up" or "scale_out"')

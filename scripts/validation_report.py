@@ -42,7 +42,11 @@ def section() -> str:
 def claims_section() -> str:
     from tokensim.claims import all_claims
 
-    lines = [CLAIMS_START, "", "| claim | claimed | predicted (10-90 % band) | verdict |", "|---|---|---|---|"]
+    lines = [CLAIMS_START, "",
+             "The band is where measured values of comparable validated rows fall around a prediction (10th-90th "
+             "percentile of their residuals, bias included), so a family whose rows run slower than predicted has a "
+             "band below the point value.", "",
+             "| claim | claimed | predicted (band) | verdict |", "|---|---|---|---|"]
     for r in all_claims():
         verdict = r.verdict.replace("|", "/")
         lines.append(f"| {r.id}: {r.text} | {r.claim_value:.3g} {r.unit} | {r.predicted_value:.3g} "

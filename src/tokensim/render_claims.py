@@ -13,7 +13,7 @@ def _fmt(v: float) -> str:
 
 def print_claims(results: list[ClaimResult], console: Console) -> None:
     t = Table(title="public claims against tokensim", title_justify="left", show_lines=True)
-    for col in ("id", "claim", "claimed", "predicted (band)", "claim / predicted", "verdict"):
+    for col in ("id", "claim", "claimed", "predicted (band of measured, bias incl.)", "claim / predicted", "verdict"):
         t.add_column(col, overflow="fold")
     for r in results:
         verdict_style = "green" if r.verdict == "consistent" else "yellow" if r.verdict.startswith("consistent only") else "red"

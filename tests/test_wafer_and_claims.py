@@ -133,7 +133,8 @@ hardware = "cs-3"
 
 @pytest.mark.parametrize("deployment, extra, needle", [
     ('stages = ["0-10", "12-31"]', "", "layer 11 is mapped to no stage"),
-    ('stages = ["0-31"]\nweights = "bf16"\nbatch = 1\ninput_tokens = 400000', "", "does not fit"),
+    ('stages = ["0-31"]\nweights = "bf16"\nbatch = 2\ninput_tokens = 130000', "", "does not fit"),
+    ('stages = ["0-31"]\ninput_tokens = 400000', "", "at most the model's 131,072-token context"),
     ("pp = 2", "[speculative]\nmethod = \"eagle\"\ndraft_tokens = 2\nacceptance = [1.2]", "speculative.acceptance = 1.2"),
 ])
 def test_bad_scenarios_exit_2_naming_the_field(tmp_path, deployment, extra, needle):

@@ -15,8 +15,17 @@ from .model.spec import Attention, MoE, ModelSpec
 SRAM_KINDS = ("wafer", "lpu")
 
 
+def check_context(model: ModelSpec, dep: Deployment) -> None:
+    """A sequence longer than the model's context window is refused."""
+    length = dep.input_tokens + dep.output_tokens
+    if model.max_context_tokens and length > model.max_context_tokens:
+        raise bad_value("input_tokens + output_tokens", length,
+                        f"at most the model's {model.max_context_tokens:,}-token context (max_position_embeddings)")
+
+
 def check_against_model(model: ModelSpec, dep: Deployment) -> None:
-    """Degrees that don't divide heads or experts are refused with the model's numbers."""
+    """Degrees that don't divide heads or experts, and sequences longer than the model's context, are refused."""
+    check_context(model, dep)
     for att in {l.mixer for l in model.layers if isinstance(l.mixer, Attention)}:
         if att.kind == "gqa" and att.n_kv_heads % dep.tp and dep.tp % att.n_kv_heads:
             raise bad_value("tp", dep.tp, f"a divisor or multiple of the model's {att.n_kv_heads} KV heads")
@@ -89,6 +98,7 @@ def layout_for_chips(model: ModelSpec, hw: HardwareSpec, chips: int, base: Deplo
 
 def fewest_chips(model: ModelSpec, hw: HardwareSpec, base: Deployment, limit: int = 4096) -> Deployment:
     """The smallest layout (by the rules of layout_for_chips) whose weights and KV fit."""
+    check_context(model, base)
     ctx = make_context(model, hw, base, for_hardware(hw, base.engine))
     use = memory_use(ctx, base.batch, base.input_tokens + base.output_tokens)
     estimate = max(1, math.ceil(use.per_chip_bytes / use.capacity_per_chip_bytes))

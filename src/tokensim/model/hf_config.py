@@ -101,6 +101,7 @@ def spec_from_config(config: dict, name: str, source: str = "") -> ModelSpec:
         embed_params=vocab * hidden, lm_head_params=0 if _tied(text, outer) else vocab * hidden,
         final_norm_params=final_norm, mtp_params=hf_extras.mtp_params(text, fam, hidden, layers),
         vision_params=hf_extras.vision_params(vision, hidden), weights=weights, source=source,
+        max_context_tokens=text.int("max_position_embeddings", default=0) or None,
     )
 
 

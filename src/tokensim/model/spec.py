@@ -138,6 +138,7 @@ class ModelSpec:
     vision_params: int = 0             # vision tower, reported apart from the total
     weights: WeightPrecisions = field(default_factory=WeightPrecisions)
     source: str = ""
+    max_context_tokens: int | None = None  # max_position_embeddings of the config, where it gives one
 
     def __post_init__(self) -> None:
         require(self.hidden_size > 0, "hidden_size", self.hidden_size, "a positive integer")

@@ -15,6 +15,24 @@ def normalize(name: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "", s).replace(".", "")
 
 
+def alias_index(names_and_aliases) -> dict[str, str]:
+    """normalize(alias) -> catalog name, from (name, aliases) pairs; the first entry to claim an alias keeps it."""
+    index: dict[str, str] = {}
+    for name, aliases in names_and_aliases:
+        for alias in (name, *aliases):
+            index.setdefault(normalize(alias), name)
+    return index
+
+
+def first_match(texts, find) -> str | None:
+    """The first catalog name `find` returns for any of `texts` (variants of one free-text cell)."""
+    for t in texts:
+        name = find(t.strip())
+        if name:
+            return name
+    return None
+
+
 def close_matches(name: str, candidates: Iterable[str], n: int = 5) -> list[str]:
     names = sorted(set(candidates))
     found = difflib.get_close_matches(name.lower(), names, n=n, cutoff=0.4)

@@ -227,13 +227,17 @@ def predict(
     return predict_deployment(m, hw, dep, tuple(notes))
 
 
-def batch_prefill_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> float:
-    """Time to prefill every sequence of the batch once (all prompts, weights read once per stage)."""
+def batch_prefill_cost(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> StepCost:
+    """One prefill step holding every prompt of the batch (weights read once per stage)."""
     ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine), prefill=True)
     seqs = dep.seqs_per_rank
-    cost = step_cost(ctx, Shape(float(seqs), float(dep.input_tokens), float(dep.input_tokens),
+    return step_cost(ctx, Shape(float(seqs), float(dep.input_tokens), float(dep.input_tokens),
                                 float(seqs * dep.attn_dp * dep.input_tokens)))
-    return sum(cost.stage_s) + (dep.pp - 1) * cost.hop_s + cost.host_s
+
+
+def batch_prefill_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> float:
+    """Time to prefill every sequence of the batch once, through every stage."""
+    return batch_prefill_cost(model, hw, dep).latency_s
 
 
 def offline_throughput(model: ModelSpec, hw: HardwareSpec, dep: Deployment, p: Prediction) -> float:
@@ -245,9 +249,6 @@ def offline_throughput(model: ModelSpec, hw: HardwareSpec, dep: Deployment, p: P
 def prefill_run_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment, sequences: int) -> float:
     """Wall time to prefill `sequences` prompts in micro-batches of dep.batch, pipelined across stages:
     the first micro-batch crosses every stage, each further one adds the slowest stage's time."""
-    ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine), prefill=True)
-    seqs = dep.seqs_per_rank
-    cost = step_cost(ctx, Shape(float(seqs), float(dep.input_tokens), float(dep.input_tokens),
-                                float(seqs * dep.attn_dp * dep.input_tokens)))
+    cost = batch_prefill_cost(model, hw, dep)
     batches = math.ceil(sequences / dep.batch)
     return cost.latency_s + (batches - 1) * (max(cost.stage_s) if dep.pp > 1 else cost.latency_s)

@@ -5,7 +5,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from ..catalog import normalize, unknown
+from ..catalog import alias_index, normalize, unknown
 from .loader import load_hardware_file
 from .spec import HardwareSpec
 
@@ -22,11 +22,7 @@ def catalog() -> dict[str, HardwareSpec]:
 
 @lru_cache(maxsize=1)
 def _alias_index() -> dict[str, str]:
-    index: dict[str, str] = {}
-    for name, h in catalog().items():
-        for alias in (name, h.display_name, *h.aliases):
-            index.setdefault(normalize(alias), name)
-    return index
+    return alias_index((name, (h.display_name, *h.aliases)) for name, h in catalog().items())
 
 
 def find_name(text: str) -> str | None:

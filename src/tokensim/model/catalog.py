@@ -8,7 +8,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from ..catalog import normalize, unknown
+from ..catalog import alias_index, normalize, unknown
 from ..errors import TokensimError, bad_value
 from ..precision import get_precision
 from .spec import ModelSpec, WeightPrecisions
@@ -48,11 +48,7 @@ def entries() -> dict[str, CatalogEntry]:
 
 @lru_cache(maxsize=1)
 def _alias_index() -> dict[str, str]:
-    index: dict[str, str] = {}
-    for name, e in entries().items():
-        for alias in (name, *e.aliases):
-            index.setdefault(normalize(alias), name)
-    return index
+    return alias_index((name, e.aliases) for name, e in entries().items())
 
 
 def find_name(text: str) -> str | None:

@@ -122,24 +122,7 @@ def candidate_groups(req: PlanRequest, hw: HardwareSpec) -> list[Group]:
 
 def _serving(model, hw, g: Group, r: dict, req: PlanRequest) -> dict:
     """Aggregated and disaggregated serving numbers from a group's decode and batch-prefill times."""
-    from dataclasses import replace as dreplace
-
-    from ..cost.context import make_context
-    from ..cost.layer import Shape
-    from ..cost.step import step_cost
-    from ..constants import for_hardware
-    from .vector import VecDeployment
-
-    n = len(g.tp)
-    vec = VecDeployment(tp=g.tp, ep=g.ep, dp=g.dp, attn_dp=g.attn_dp, batch=g.batch, overlap_comm=g.ep > 1,
-                        redundant_experts=np.zeros(n, dtype=int), pp=g.pp, weights=g.weights,
-                        expert_weights=g.expert_weights, kv=g.kv, input_tokens=req.input_tokens,
-                        output_tokens=req.output_tokens, engine=req.engine)
-    scalar = Deployment(pp=g.pp, weights=g.weights, expert_weights=g.expert_weights, kv=g.kv, engine=req.engine)
-    pctx = dreplace(make_context(model, hw, scalar, for_hardware(hw, req.engine), prefill=True), dep=vec)
-    seqs = vec.seqs_per_rank.astype(float)
-    pre = step_cost(pctx, Shape(seqs, float(req.input_tokens), float(req.input_tokens), seqs * g.attn_dp * req.input_tokens))
-    prefill_batch_s = pre.latency_s
+    prefill_batch_s = r["prefill_batch_s"]
     decode_s = req.output_tokens * r["time_per_output_token_s"]
     agg_tput = g.batch * req.output_tokens / (decode_s + prefill_batch_s)
     prefill_chips = np.ceil(r["chips"] * prefill_batch_s / decode_s)

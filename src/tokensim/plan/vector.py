@@ -119,6 +119,9 @@ def evaluate_group(model: ModelSpec, hw: HardwareSpec, g: Group, input_tokens: i
     pre_max = np.maximum.reduce([np.broadcast_to(s, (n,)) for s in pre.stage_s])
     ttft = pre.latency_s + (chunks - 1) * pre_max
 
+    # every prompt of the batch prefilled once (predictor.batch_prefill_s): what aggregated serving interleaves
+    batch_pre = step_cost(pctx, Shape(seqs, float(input_tokens), float(input_tokens), seqs * g.attn_dp * input_tokens))
+
     stages = stage_memory(ctx, input_tokens + output_tokens)
     per_chip = np.maximum.reduce([np.broadcast_to(w + kv * seqs, (n,)) for w, kv in stages])
     capacity = k.usable_memory_fraction * hw.capacity_bytes
@@ -134,4 +137,5 @@ def evaluate_group(model: ModelSpec, hw: HardwareSpec, g: Group, input_tokens: i
         "throughput_tokens_per_s": throughput, "throughput_tokens_per_s_per_chip": throughput / chips,
         "chips": chips, "memory_per_chip_bytes": per_chip, "fits": per_chip <= capacity, "power_w": power,
         "tokens_per_joule": throughput / power, "usd_per_million_tokens": usd,
+        "prefill_batch_s": np.broadcast_to(batch_pre.latency_s, (n,)),
     }

@@ -12,6 +12,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from ..catalog import first_match
 from ..deployment import Deployment, SpecDecode
 from ..errors import TokensimError
 from ..hardware import catalog as hw_catalog
@@ -90,11 +91,10 @@ def match_model(text: str) -> str:
     tries = [text, re.sub(r"\(.*?\)", "", text), re.sub(r"\(.*$", "", text)]
     for t in list(tries):
         tries.append(re.sub(r"[-\s](instruct|chat|base|it|\d{4})$", "", t.strip(), flags=re.I))
-    for t in tries:
-        name = model_catalog.find_name(t.strip())
-        if name:
-            return name
-    raise Skip(f"model {text!r} not in the catalog")
+    name = first_match(tries, model_catalog.find_name)
+    if name is None:
+        raise Skip(f"model {text!r} not in the catalog")
+    return name
 
 
 def match_hardware(text: str) -> str:
@@ -103,11 +103,10 @@ def match_hardware(text: str) -> str:
     if re.search(r"undisclosed|not disclosed", text, re.I):
         raise Skip(f"hardware {text!r} not disclosed")
     tries = [text, re.sub(r"\s*x\s*\d+\s*$", "", text), re.sub(r"\(.*?\)", "", text), re.sub(r"\(.*$", "", text)]
-    for t in tries:
-        name = hw_catalog.find_name(t.strip())
-        if name:
-            return name
-    raise Skip(f"hardware {text!r} not in the catalog")
+    name = first_match(tries, hw_catalog.find_name)
+    if name is None:
+        raise Skip(f"hardware {text!r} not in the catalog")
+    return name
 
 
 def engine_class(text: str) -> str:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 
 import tokensim
-from tokensim.deployment import Deployment
-from tokensim.hardware.catalog import load_hardware
-from tokensim.model.catalog import load_model
+from tokensim.deploy.deployment import Deployment
+from tokensim.specs.hardware.catalog import load_hardware
+from tokensim.specs.model.catalog import load_model
 
 CASES = [("llama-3.1-8b", "h100-sxm", Deployment(batch=8)),
          ("llama-3.1-70b", "h200", Deployment(tp=4, batch=32)),

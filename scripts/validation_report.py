@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tokensim.constants import fitted_table
-from tokensim.plots import predicted_vs_measured
+from tokensim.perf.constants import fitted_table
+from tokensim.output.plots import predicted_vs_measured
 from tokensim.validate.run import validate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +40,7 @@ def section() -> str:
 
 
 def claims_section() -> str:
-    from tokensim.claims import all_claims
+    from tokensim.scenarios.claims import all_claims
 
     lines = [CLAIMS_START, "",
              "The band is where measured values of comparable validated rows fall around a prediction (10th-90th "

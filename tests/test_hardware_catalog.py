@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tokensim.catalog import normalize
-from tokensim.hardware.loader import load_hardware_file
-from tokensim.precision import COMPUTE_ORDER
+from tokensim.specs.hardware.loader import load_hardware_file
+from tokensim.specs.precision import COMPUTE_ORDER
 
 DATA = Path(str(resources.files("tokensim") / "data"))
 HW_DIR = DATA / "hardware"

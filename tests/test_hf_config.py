@@ -11,9 +11,9 @@ import pytest
 
 from tokensim.catalog import normalize
 from tokensim.errors import TokensimError
-from tokensim.model.catalog import catalog_model, entries, find_name
-from tokensim.model.hf_config import load_config_file, spec_from_config
-from tokensim.model.spec import Attention, DenseFFN, LinearMixer, MoE
+from tokensim.specs.model.catalog import catalog_model, entries, find_name
+from tokensim.specs.model.hf_config import load_config_file, spec_from_config
+from tokensim.specs.model.spec import Attention, DenseFFN, LinearMixer, MoE
 
 MODELS = Path(str(resources.files("tokensim") / "data" / "models"))
 MEASUREMENTS = Path(str(resources.files("tokensim") / "data" / "measurements.csv"))

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tokensim.model.catalog import catalog_model, entries
-from tokensim.model.hf_config import load_config_file
+from tokensim.specs.model.catalog import catalog_model, entries
+from tokensim.specs.model.hf_config import load_config_file
 
 MODELS = Path(str(resources.files("tokensim") / "data" / "models"))
 

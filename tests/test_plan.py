@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import tokensim
-from tokensim.deployment import Deployment, SpecDecode
-from tokensim.energy import energy
+from tokensim.deploy.deployment import Deployment, SpecDecode
+from tokensim.perf.energy import energy
 from tokensim.plan.compare import Setup, parse_setup, waterfall
 from tokensim.plan.pareto import pareto_front
 from tokensim.plan.search import PlanRequest, plan
-from tokensim.predictor import predict_deployment
+from tokensim.prediction.predictor import predict_deployment
 
 
 def brute_front(x, y):

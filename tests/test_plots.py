@@ -7,10 +7,10 @@ import pytest
 from matplotlib.colors import to_hex
 
 import tokensim
-from tokensim import plots
+from tokensim.output import plots
 from tokensim.errors import TokensimError
-from tokensim.hardware.catalog import catalog
-from tokensim.plot_data import speed_vs_batch_points, ttft_vs_depth_points
+from tokensim.specs.hardware.catalog import catalog
+from tokensim.output.plot_data import speed_vs_batch_points, ttft_vs_depth_points
 
 FACTORS = [("bandwidth", 3.2), ("batch", 0.5), ("speculative decoding", 2.5), ("layer floor", 0.8)]
 

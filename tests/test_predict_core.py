@@ -4,10 +4,10 @@ import math
 import pytest
 
 import tokensim
-from tokensim.deployment import Deployment
+from tokensim.deploy.deployment import Deployment
 from tokensim.errors import TokensimError
-from tokensim.memory import kv_bytes_per_token
-from tokensim.model.catalog import load_model
+from tokensim.perf.memory import kv_bytes_per_token
+from tokensim.specs.model.catalog import load_model
 
 H100_BW = 3.35e12        # bytes/s, NVIDIA H100 SXM datasheet (hardware/h100-sxm.toml)
 

@@ -3,12 +3,12 @@ from dataclasses import replace
 
 from hypothesis import given, settings, strategies as st
 
-from tokensim.deployment import Deployment
+from tokensim.deploy.deployment import Deployment
 from tokensim.errors import TokensimError
-from tokensim.hardware.catalog import load_hardware
-from tokensim.layout import fit_error
-from tokensim.model.catalog import load_model
-from tokensim.predictor import predict_deployment
+from tokensim.specs.hardware.catalog import load_hardware
+from tokensim.deploy.layout import fit_error
+from tokensim.specs.model.catalog import load_model
+from tokensim.prediction.predictor import predict_deployment
 
 MODELS = ["llama-3.1-8b", "qwen3-32b", "mixtral-8x7b", "gpt-oss-20b", "qwen3-next-80b"]
 HARDWARE = ["h100-sxm", "h200", "b200", "mi300x", "a100-sxm"]

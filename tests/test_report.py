@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from tokensim.errors import TokensimError
-from tokensim.report import build_report, write_report
-from tokensim.report_html import duration, speed
-from tokensim.scenario import find_scenario, load_scenario, run_scenario
+from tokensim.output.report import build_report, write_report
+from tokensim.output.report_html import duration, speed
+from tokensim.scenarios.scenario import find_scenario, load_scenario, run_scenario
 
 SHIPPED = ["kimi-k2.6-cs3", "sol-cs3"]
 MARKUP = "<script>alert(1)</script>"

@@ -6,8 +6,8 @@ import sys
 import pytest
 
 import tokensim
-from tokensim.agent import Call, Session, load_session, session_time
-from tokensim.deployment import SpecDecode
+from tokensim.scenarios.agent import Call, Session, load_session, session_time
+from tokensim.deploy.deployment import SpecDecode
 from tokensim.errors import TokensimError
 
 YAML_CHIP = """

@@ -33,7 +33,7 @@ def test_shipped_validation_meets_the_bar(shipped):
 def test_out_of_sample_error_is_recorded_and_under_the_median_bar():
     """The fit's leave-one-source-out error (recorded by `tokensim fit` in fitted.toml) shows how the
     constants predict sources they never saw; its median must hold the same bar as in-sample."""
-    from tokensim.constants import fitted_table
+    from tokensim.perf.constants import fitted_table
     fit = fitted_table()
     assert fit["loso_rows"] >= 100
     assert fit["loso_median_abs_error"] <= MEDIAN_BAR

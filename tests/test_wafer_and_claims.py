@@ -7,11 +7,11 @@ import sys
 import pytest
 
 import tokensim
-from tokensim.claims import all_claims
-from tokensim.deployment import Deployment, SpecDecode
-from tokensim.disagg import LinkSpec, predict_afd
+from tokensim.scenarios.claims import all_claims
+from tokensim.deploy.deployment import Deployment, SpecDecode
+from tokensim.prediction.disagg import LinkSpec, predict_afd
 from tokensim.errors import TokensimError
-from tokensim.scenario import load_scenario, run_scenario, shipped_scenarios
+from tokensim.scenarios.scenario import load_scenario, run_scenario, shipped_scenarios
 
 CS3 = tokensim.load_hardware("cs-3")
 
@@ -21,10 +21,10 @@ def test_four_stage_pipeline_time_per_token_and_fill():
     Per-user interval = sum of the 4 stage times + 3 hops + host time.
     Fill (TTFT): the prompt is cut into 4 chunks that follow each other through the stages:
     TTFT = sum of stage times (one chunk) + 3 hops + host + 3 x the slowest stage (one chunk)."""
-    from tokensim.constants import for_hardware
-    from tokensim.cost.context import make_context
-    from tokensim.cost.layer import Shape
-    from tokensim.cost.step import step_cost
+    from tokensim.perf.constants import for_hardware
+    from tokensim.perf.context import make_context
+    from tokensim.perf.layers import Shape
+    from tokensim.perf.step import step_cost
 
     m = tokensim.load_model("llama-3.1-70b")
     p = tokensim.predict(m, CS3, pp=4, batch=1, input_tokens=1024, output_tokens=256)
@@ -72,7 +72,7 @@ def test_wafer_count_for_3t_params_at_4_and_8_bits():
     44 GB x 0.85 usable = 37.4 GB per wafer: at least 43 and 83 wafers (embeddings and LM head in bf16 add a few)."""
     s = load_scenario(shipped_scenarios()["sol-cs3"])
     total = s.model.total_params
-    usable = 44e9 * tokensim.constants.for_hardware(CS3).usable_memory_fraction
+    usable = 44e9 * tokensim.perf.constants.for_hardware(CS3).usable_memory_fraction
     p4 = run_scenario(s)
     assert p4.min_chips >= math.ceil(total * 4.125 / 8 / usable)
     assert p4.min_chips <= math.ceil(total * 4.125 / 8 / usable) + 4
@@ -149,6 +149,6 @@ def test_stage_that_does_not_fit_is_named():
     s = BASE.format(deployment='stages = ["0-1", "2-79"]\nweights = "bf16"', extra="").replace("llama-3.1-8b", "llama-3.1-70b")
     import tomllib
     from pathlib import Path
-    from tokensim.scenario import scenario_from_dict
+    from tokensim.scenarios.scenario import scenario_from_dict
     with pytest.raises(TokensimError, match=r"pipeline stage 1 \(layers 2-79\)"):
         run_scenario(scenario_from_dict(tomllib.loads(s), Path(".")))

@@ -5,7 +5,7 @@ import difflib
 import re
 from collections.abc import Iterable
 
-from .errors import TokensimError
+from tokensim.errors import TokensimError
 
 
 def normalize(name: str) -> str:

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .errors import TokensimError
+from tokensim.errors import TokensimError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Predict, explain and plan LLM token-generation speed on GPUs, wafers and LPUs.")
@@ -44,7 +44,7 @@ def _json_default(o: object) -> object:
 @app.command()
 def models(json_out: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """List the model catalog."""
-    from .model.catalog import catalog_model, entries
+    from tokensim.specs.model.catalog import catalog_model, entries
 
     rows = []
     for name, e in entries().items():
@@ -62,7 +62,7 @@ def models(json_out: bool = typer.Option(False, "--json", help="print JSON")) ->
 @app.command()
 def hardware(json_out: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """List the hardware catalog."""
-    from .hardware.catalog import catalog
+    from tokensim.specs.hardware.catalog import catalog
 
     rows = []
     for h in catalog().values():
@@ -106,8 +106,8 @@ def predict(
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict tokens/s per user, TTFT, throughput and memory, with the per-op breakdown."""
-    from .predictor import predict as run_predict
-    from .render import print_prediction
+    from tokensim.prediction.predictor import predict as run_predict
+    from tokensim.output.render import print_prediction
 
     p = run_predict(model, hardware, chips=chips, tp=tp, pp=pp, ep=ep, dp=dp, attn_dp=attn_dp, overlap_comm=overlap_comm,
                     batch=batch,
@@ -116,9 +116,9 @@ def predict(
     if plot:
         from pathlib import Path
 
-        from .hardware.catalog import load_hardware
-        from .plot_data import speed_vs_batch_points, ttft_vs_depth_points
-        from .plots import prediction_plots, speed_vs_batch, ttft_vs_depth
+        from tokensim.specs.hardware.catalog import load_hardware
+        from tokensim.output.plot_data import speed_vs_batch_points, ttft_vs_depth_points
+        from tokensim.output.plots import prediction_plots, speed_vs_batch, ttft_vs_depth
         hw = load_hardware(hardware)
         prediction_plots(p, hw, plot)
         stem = Path(plot)
@@ -130,8 +130,8 @@ def predict(
         if hw.kind in ("wafer", "lpu") and d.tp == 1:
             ttft_vs_depth(ttft_vs_depth_points(model, hardware, **kw), stem.with_name(f"{stem.stem}-ttft-vs-depth.png"))
     if json_out:
-        from .constants import evidence, for_hardware
-        from .hardware.catalog import load_hardware as _hw
+        from tokensim.perf.constants import evidence, for_hardware
+        from tokensim.specs.hardware.catalog import load_hardware as _hw
         hw_spec = _hw(hardware)
         k = for_hardware(hw_spec, engine)
         d = p.to_dict()
@@ -148,13 +148,13 @@ def run(
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict a whole deployment described by a scenario file (wafer pipelines, disaggregation, speculation)."""
-    from .render import print_prediction
-    from .scenario import find_scenario, load_scenario, run_scenario
+    from tokensim.output.render import print_prediction
+    from tokensim.scenarios.scenario import find_scenario, load_scenario, run_scenario
 
     s = load_scenario(find_scenario(scenario))
     p = run_scenario(s)
     if plot:
-        from .plots import prediction_plots
+        from tokensim.output.plots import prediction_plots
         prediction_plots(p, s.hardware, plot)
     if json_out:
         d = p.to_dict()
@@ -167,9 +167,9 @@ def run(
 @app.command()
 def claims(json_out: bool = typer.Option(False, "--json", help="print a JSON list, one object per claim")) -> None:
     """Each public speed claim against tokensim's prediction, with the assumptions that decide it and a verdict."""
-    from .claims import all_claims, claims_dir
-    from .progress import progress_bar
-    from .render_claims import print_claims
+    from tokensim.scenarios.claims import all_claims, claims_dir
+    from tokensim.output.progress import progress_bar
+    from tokensim.output.render_claims import print_claims
 
     n = len(list(claims_dir().glob("*.toml")))
     with progress_bar("claims", n, enabled=not json_out) as tick:
@@ -195,12 +195,12 @@ def plan(
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Search deployments (chips, TP/PP/EP/DP, batch, precision, speculation, disaggregation) and print the Pareto front."""
-    from .hardware.catalog import load_hardware
-    from .model.catalog import load_model
-    from .plan.output import print_plan, plan_json, write_csv
-    from .plan.search import PlanRequest, candidate_groups
-    from .plan.search import plan as run_plan
-    from .progress import progress_bar
+    from tokensim.specs.hardware.catalog import load_hardware
+    from tokensim.specs.model.catalog import load_model
+    from tokensim.output.plan_table import print_plan, plan_json, write_csv
+    from tokensim.plan.search import PlanRequest, candidate_groups
+    from tokensim.plan.search import plan as run_plan
+    from tokensim.output.progress import progress_bar
 
     if objective not in ("cost", "throughput", "speed"):
         raise TokensimError(f"objective = {objective!r}: expected cost, throughput or speed")
@@ -213,7 +213,7 @@ def plan(
     if csv_path:
         write_csv(result, csv_path)
     if plot:
-        from .plots import pareto
+        from tokensim.output.plots import pareto
         pareto([dict(result.point(i), hardware=result.point(i)["deployment"]["hardware"], front=True,
                      best=(i == result.best)) for i in result.front], plot)
     if json_out:
@@ -233,12 +233,12 @@ def compare(
     """Explain the tokens/s-per-user gap between two systems as a waterfall of named factors."""
     import math
 
-    from .plan.compare import parse_setup, waterfall
+    from tokensim.plan.compare import parse_setup, waterfall
 
     sa, sb = parse_setup(a), parse_setup(b)
     factors, speed_a, speed_b, total = waterfall(sa, sb)
     if plot:
-        from .plots import waterfall as draw
+        from tokensim.output.plots import waterfall as draw
         draw([(f.name, f.ratio) for f in factors], total, plot)
     if json_out:
         return emit_json({"a": sa.label, "b": sb.label, "tokens_per_s_per_user_a": speed_a, "tokens_per_s_per_user_b": speed_b,
@@ -262,8 +262,8 @@ def agent(
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """End-to-end time of an agent session on several deployments, and the share spent waiting on the model."""
-    from .agent import coding_loop, load_session, session_time
-    from .scenario import find_scenario, load_scenario, run_scenario
+    from tokensim.scenarios.agent import coding_loop, load_session, session_time
+    from tokensim.scenarios.scenario import find_scenario, load_scenario, run_scenario
 
     sess = load_session(session) if session else coding_loop()
     rows = []
@@ -287,7 +287,7 @@ def report(
     title: str = typer.Option("tokensim report", help="page title"),
 ) -> None:
     """One self-contained HTML report: assumptions, prediction with range, breakdown, plots, claim verdicts."""
-    from .report import write_report
+    from tokensim.output.report import write_report
 
     out.print(f"wrote {write_report(scenarios, output, title=title)}")
 
@@ -299,17 +299,17 @@ def validate(
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict every published measurement and report the error (per row, by family, by metric)."""
-    from .progress import progress_bar
-    from .render_validation import print_validation
-    from .validate.run import shipped_measurements, validate as run_validation
-    from .validate.table import read_rows
+    from tokensim.output.progress import progress_bar
+    from tokensim.output.render_validation import print_validation
+    from tokensim.validate.run import shipped_measurements, validate as run_validation
+    from tokensim.validate.table import read_rows
 
     path = measurements or shipped_measurements()
     n = len(read_rows(path))
     with progress_bar("validating", n, enabled=not json_out) as tick:
         results, summary = run_validation(path, progress=tick)
     if plot:
-        from .plots import predicted_vs_measured
+        from tokensim.output.plots import predicted_vs_measured
         predicted_vs_measured(results, plot)
     if json_out:
         return emit_json({"rows": [r.to_dict() for r in results], "summary": summary.to_dict()})
@@ -326,9 +326,9 @@ def fit(
     """Fit the empirical constants on the measurements and write fitted.toml with date and residuals."""
     from pathlib import Path
 
-    from .progress import progress_bar
-    from .validate.fit import PARAMS, buildable, run_fit
-    from .validate.run import shipped_measurements
+    from tokensim.output.progress import progress_bar
+    from tokensim.validate.fit import PARAMS, buildable, run_fit
+    from tokensim.validate.run import shipped_measurements
 
     path = measurements or shipped_measurements()
     target = Path(output) if output else Path(str(shipped_measurements())).with_name("fitted.toml")

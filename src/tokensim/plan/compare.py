@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..deployment import Deployment
-from ..errors import TokensimError
-from ..hardware.spec import HardwareSpec
-from ..model.spec import ModelSpec
-from ..predictor import predict_deployment
+from tokensim.deploy.deployment import Deployment
+from tokensim.errors import TokensimError
+from tokensim.specs.hardware.spec import HardwareSpec
+from tokensim.specs.model.spec import ModelSpec
+from tokensim.prediction.predictor import predict_deployment
 
 
 @dataclass(frozen=True)
@@ -99,10 +99,10 @@ def parse_setup(text: str) -> Setup:
     (tp, pp, ep, dp, attn_dp, batch, input_tokens, output_tokens, weights, expert_weights, kv, compute, engine)."""
     from pathlib import Path
 
-    from ..hardware.catalog import load_hardware
-    from ..layout import fewest_chips
-    from ..model.catalog import load_model
-    from ..scenario import find_scenario, load_scenario, shipped_scenarios
+    from tokensim.specs.hardware.catalog import load_hardware
+    from tokensim.deploy.layout import fewest_chips
+    from tokensim.specs.model.catalog import load_model
+    from tokensim.scenarios.scenario import find_scenario, load_scenario, shipped_scenarios
 
     if "@" not in text:
         if Path(text).exists() or text in shipped_scenarios():

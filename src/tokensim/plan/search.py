@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..deployment import Deployment, SpecDecode
-from ..errors import TokensimError
-from ..hardware.spec import HardwareSpec
-from ..layout import valid_tp_degrees
-from ..memory import kv_bytes_per_token
-from ..model.spec import MoE, ModelSpec
-from ..validate.rules import speculative_defaults
-from .pareto import pareto_front
-from .vector import Group, evaluate_group
+from tokensim.deploy.deployment import Deployment, SpecDecode
+from tokensim.errors import TokensimError
+from tokensim.specs.hardware.spec import HardwareSpec
+from tokensim.deploy.layout import valid_tp_degrees
+from tokensim.perf.memory import kv_bytes_per_token
+from tokensim.specs.model.spec import MoE, ModelSpec
+from tokensim.validate.rules import speculative_defaults
+from tokensim.plan.pareto import pareto_front
+from tokensim.plan.vector import Group, evaluate_group
 
 POWERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 FIELDS = ("tokens_per_s_per_user", "time_per_output_token_s", "ttft_s", "throughput_tokens_per_s",
@@ -201,7 +201,7 @@ def explain_infeasible(req: PlanRequest, p: dict) -> str:
     """Name the smallest change of one limit that would let a deployment through."""
     fits = p["fits"] & (p["chips"] <= req.max_chips)
     if not fits.any():
-        from ..layout import fewest_chips
+        from tokensim.deploy.layout import fewest_chips
         for hw in req.hardware:
             try:
                 need = fewest_chips(req.model, hw, Deployment(input_tokens=req.input_tokens, output_tokens=req.output_tokens)).chips

@@ -2,7 +2,7 @@
 
 Candidates are grouped by what changes the op list's structure (pipeline depth, stored and KV
 precision); inside a group the parallel degrees, batch and speculative decoding are arrays, and the
-op formulas of tokensim.cost run on them unchanged. A test checks sampled deployments against `predict`
+op formulas of tokensim.perf run on them unchanged. A test checks sampled deployments against `predict`
 (decode speed, TTFT, memory, power).
 """
 from __future__ import annotations
@@ -11,16 +11,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..constants import for_hardware
-from ..cost.context import make_context
-from ..cost.layer import Shape, layer_ops, weight_op
-from ..cost.step import step_cost
-from ..deployment import Deployment, SpecDecode
-from ..energy import SECONDS_PER_HOUR, power_w
-from ..hardware.spec import HardwareSpec
-from ..memory import stage_memory
-from ..model.spec import ModelSpec
-from ..predictor import chip_utilization, decode_context
+from tokensim.perf.constants import for_hardware
+from tokensim.perf.context import make_context
+from tokensim.perf.layers import Shape, layer_ops, weight_op
+from tokensim.perf.step import step_cost
+from tokensim.deploy.deployment import Deployment, SpecDecode
+from tokensim.perf.energy import SECONDS_PER_HOUR, power_w
+from tokensim.specs.hardware.spec import HardwareSpec
+from tokensim.perf.memory import stage_memory
+from tokensim.specs.model.spec import ModelSpec
+from tokensim.prediction.predictor import chip_utilization, decode_context
 
 
 @dataclass(frozen=True)

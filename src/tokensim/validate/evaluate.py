@@ -4,13 +4,13 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from ..constants import for_hardware
-from ..errors import TokensimError
-from ..hardware.catalog import catalog
-from ..layout import check_against_model, fit_error
-from ..model.catalog import catalog_model
-from ..predictor import Prediction, batch_prefill_s, offline_throughput, predict_deployment
-from .rules import Case
+from tokensim.perf.constants import for_hardware
+from tokensim.errors import TokensimError
+from tokensim.specs.hardware.catalog import catalog
+from tokensim.deploy.layout import check_against_model, fit_error
+from tokensim.specs.model.catalog import catalog_model
+from tokensim.prediction.predictor import Prediction, batch_prefill_s, offline_throughput, predict_deployment
+from tokensim.validate.rules import Case
 
 PER_CHIP = "throughput_tps_per_chip"
 

@@ -14,13 +14,13 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..constants import overridden, reload
-from ..errors import TokensimError
-from .evaluate import freeze, predict_case
-from .rules import Case, Skip, build_case
-from ..stats import quantile
-from .run import evaluate_row, summarize
-from .table import read_rows
+from tokensim.perf.constants import overridden, reload
+from tokensim.errors import TokensimError
+from tokensim.validate.evaluate import freeze, predict_case
+from tokensim.validate.rules import Case, Skip, build_case
+from tokensim.stats import quantile
+from tokensim.validate.run import evaluate_row, summarize
+from tokensim.validate.table import read_rows
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def _golden(f, lo: float, hi: float, steps: int) -> float:
 
 
 def _relevant(p: Param, cases: list[Case]) -> list[Case]:
-    from ..hardware.catalog import catalog
+    from tokensim.specs.hardware.catalog import catalog
     out = []
     for c in cases:
         hw = catalog()[c.hardware]
@@ -125,7 +125,7 @@ def start_values() -> dict[Param, float]:
 
 
 def _base_value(p: Param) -> float:
-    from ..constants import constants_for
+    from tokensim.perf.constants import constants_for
 
     kind = {"cerebras-wafer": "wafer", "groq-lpu": "lpu", "sambanova-rdu": "rdu"}.get(p.family, "gpu")
     vendor = p.family if p.family == "amd" else ""

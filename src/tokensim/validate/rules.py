@@ -12,13 +12,13 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from ..catalog import first_match
-from ..deployment import Deployment, SpecDecode
-from ..errors import TokensimError
-from ..hardware import catalog as hw_catalog
-from ..model import catalog as model_catalog
-from ..model.spec import ModelSpec
-from .table import Row
+from tokensim.catalog import first_match
+from tokensim.deploy.deployment import Deployment, SpecDecode
+from tokensim.errors import TokensimError
+from tokensim.specs.hardware import catalog as hw_catalog
+from tokensim.specs.model import catalog as model_catalog
+from tokensim.specs.model.spec import ModelSpec
+from tokensim.validate.table import Row
 
 # rule: unstated lengths take Artificial Analysis' default workload, "approximately 1,000 input tokens,
 # 1,000 output tokens" (https://artificialanalysis.ai/methodology/performance-benchmarking)
@@ -296,7 +296,7 @@ def build_case(row: Row) -> Case:
             up = hw.link("scale_up")
             domain = up.domain_chips if up and up.domain_chips else n
             if domain < n and n % domain == 0:
-                from ..layout import fit_error
+                from tokensim.deploy.layout import fit_error
                 one = replace(base, tp=1, attn_dp=domain, ep=domain, redundant_experts=redundant(model, domain), batch=domain)
                 if fit_error(model, hw, one) is None:       # the expert all-to-all stays on the scale-up links
                     n, replicas = domain, row.n_chips // domain
@@ -306,7 +306,7 @@ def build_case(row: Row) -> Case:
                          f"all-to-all and {dep.redundant_experts} redundant experts (rule for wide-EP deployments: EP "
                          f"inside one scale-up domain when it holds the model, replicas beyond)")
         else:
-            from ..layout import fewest_chips, layout_for_chips
+            from tokensim.deploy.layout import fewest_chips, layout_for_chips
             up = hw.link("scale_up")
             domain = up.domain_chips if up and up.domain_chips else row.n_chips
             try:
@@ -323,7 +323,7 @@ def build_case(row: Row) -> Case:
                 raise Skip(f"no layout on {row.n_chips} x {hw.name}: {exc}") from None
         chips_rule = "given"
         if not row.weight_precision.strip():
-            from ..layout import fit_error
+            from tokensim.deploy.layout import fit_error
             for narrower in ("fp8", "int4"):
                 if fit_error(model, hw, replace(dep, batch=1)) is None:
                     break
@@ -333,7 +333,7 @@ def build_case(row: Row) -> Case:
     else:
         if mode not in ("per_user", "ttft", "ttft_online"):
             raise Skip("whole-system throughput with no chip count")
-        from ..layout import fewest_chips, layout_for_chips
+        from tokensim.deploy.layout import fewest_chips, layout_for_chips
         try:
             dep = fewest_chips(model, hw, replace(base, batch=max(batch, 1)))
             system = hw.chips_per_system
@@ -347,9 +347,9 @@ def build_case(row: Row) -> Case:
             raise Skip(str(exc)) from None
         chips_rule = "fewest"
     if batch == 0:
-        from ..constants import for_hardware
-        from ..cost.context import make_context
-        from ..memory import max_batch
+        from tokensim.perf.constants import for_hardware
+        from tokensim.perf.context import make_context
+        from tokensim.perf.memory import max_batch
         ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine))
         fit = max_batch(ctx, inp + out)
         if fit < 1:

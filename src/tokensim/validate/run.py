@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..errors import TokensimError
-from ..hardware.catalog import catalog
-from .evaluate import predict_case
-from .rules import Case, Skip, build_case
-from ..stats import quantile
-from .table import Row, read_rows
+from tokensim.errors import TokensimError
+from tokensim.specs.hardware.catalog import catalog
+from tokensim.validate.evaluate import predict_case
+from tokensim.validate.rules import Case, Skip, build_case
+from tokensim.stats import quantile
+from tokensim.validate.table import Row, read_rows
 
 
 def shipped_measurements() -> Path:

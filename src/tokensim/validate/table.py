@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import TokensimError
+from tokensim.errors import TokensimError
 
 COLUMNS = ("id", "provider_or_engine", "hardware", "n_chips", "model", "total_params_B", "active_params_B",
            "weight_precision", "kv_precision", "batch_or_concurrency", "input_tokens", "output_tokens",

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..constants import fitted_table
-from ..stats import quantile
+from tokensim.perf.constants import fitted_table
+from tokensim.stats import quantile
 
 MIN_ROWS = 5
 

@@ -1,0 +1,112 @@
+"""Everything a cost function needs, resolved once per prediction: widths, achieved rates, links."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokensim.perf.constants import Constants
+from tokensim.deploy.deployment import Deployment
+from tokensim.specs.hardware.spec import FALLBACK, HardwareSpec, Link
+from tokensim.specs.model.spec import ModelSpec
+from tokensim.errors import TokensimError
+from tokensim.specs.precision import COMPUTE_BITS, get_precision
+
+ACTIVATION = "bf16"      # activations crossing links
+STATE = "fp32"           # linear-attention / SSM recurrent state (mamba_ssm_dtype float32 in Qwen3.5 and Nemotron 3 configs)
+INDEXER = "fp8"          # DSA indexer keys are cached in FP8 (theory.md 1.2)
+GROUPS = ("attention", "dense_ffn", "shared_experts", "routed_experts", "embedding", "lm_head")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """Bytes per stored weight, and seconds per FLOP at the achieved compute rate."""
+
+    bytes_per_weight: float
+    s_per_flop: float
+    compute: str
+
+
+@dataclass(frozen=True)
+class Context:
+    model: ModelSpec
+    hw: HardwareSpec
+    dep: Deployment
+    k: Constants
+    rates: dict           # weight group -> Rate
+    kv_bytes_per_elem: float
+    index_bytes_per_elem: float
+    state_bytes_per_elem: float
+    act_bytes_per_elem: float
+    bytes_per_s: float    # achieved bandwidth of the tier holding weights and KV
+    prefill: bool
+
+    def link_for(self, group_chips: int) -> Link | None:
+        """The link a collective over `group_chips` chips uses: scale-up while the group fits its domain."""
+        up = self.hw.link("scale_up")
+        if up is not None and (up.domain_chips == 0 or group_chips <= up.domain_chips):
+            return up
+        return self.hw.link("scale_out") or up
+
+    def link_time(self, nbytes, group_chips, latency_s: float, peer=False) -> tuple:
+        """Time of one collective over `group_chips` chips; for arrays, each element picks its own link.
+        `peer` (bool or mask): a point-to-point transfer, which a mesh link serves at its one-peer bandwidth."""
+        def over(link: Link):
+            bw = link.bandwidth_bytes_per_s
+            if link.peer_bandwidth_bytes_per_s is not None and np.any(peer):
+                bw = np.where(peer, link.peer_bandwidth_bytes_per_s, bw)
+                bw = float(bw) if np.ndim(bw) == 0 else bw
+            return latency_s + link.latency_s + nbytes / (self.k.link_bandwidth_fraction * bw)
+
+        if self.hw.link("scale_up") is None and self.hw.link("scale_out") is None:
+            raise TokensimError(
+                f"hardware {self.hw.name} has no chip-to-chip link in its file, so a collective over more than one "
+                f"chip cannot be timed: add a [[links]] table with its bandwidth and latency (stating the source)")
+        if np.ndim(group_chips) == 0:
+            link = self.link_for(group_chips)
+            return over(link), link.name
+        up, out = self.hw.link("scale_up"), self.hw.link("scale_out")
+        if up is None or out is None or up.domain_chips == 0:
+            link = up or out
+            return over(link), link.name
+        return np.where(group_chips <= up.domain_chips, over(up), over(out)), "scale_up/scale_out"
+
+
+def stored_precision(model: ModelSpec, dep: Deployment, group: str) -> str:
+    if group == "routed_experts" and dep.expert_weights:
+        return dep.expert_weights
+    if dep.weights and group not in ("embedding", "lm_head"):
+        return dep.weights
+    return getattr(model.weights, group)
+
+
+def compute_format(hw: HardwareSpec, dep: Deployment, precision_name: str) -> str:
+    """The deployment's compute format, else the weights' native one if the chip has it, else the best slower one."""
+    if dep.compute:
+        return dep.compute
+    native = get_precision(precision_name).native_compute
+    for fmt in FALLBACK[native]:
+        if hw.supports(fmt):
+            return fmt
+    return "bf16"
+
+
+def make_context(model: ModelSpec, hw: HardwareSpec, dep: Deployment, k: Constants, prefill: bool = False) -> Context:
+    fraction = k.prefill_flops_fraction if prefill else k.gemm_flops_fraction
+    rates = {}
+    for group in GROUPS:
+        name = stored_precision(model, dep, group)
+        p = get_precision(name)
+        fmt = compute_format(hw, dep, name)
+        weight_only = p.value_bits < COMPUTE_BITS[fmt]
+        s_per_flop = (k.dequant_overhead if weight_only else 1.0) / (fraction * hw.peak_flops(fmt))
+        rates[group] = Rate(p.bytes_per_element, s_per_flop, fmt)
+    return Context(
+        model=model, hw=hw, dep=dep, k=k, rates=rates,
+        kv_bytes_per_elem=get_precision(dep.kv).bytes_per_element,
+        index_bytes_per_elem=min(get_precision(INDEXER).bytes_per_element, get_precision(dep.kv).bytes_per_element),
+        state_bytes_per_elem=get_precision(STATE).bytes_per_element,
+        act_bytes_per_elem=get_precision(ACTIVATION).bytes_per_element,
+        bytes_per_s=k.hbm_bandwidth_fraction * hw.weight_tier.bandwidth_bytes_per_s,
+        prefill=prefill,
+    )

@@ -1,0 +1,200 @@
+"""The ops of one layer for one step on one chip: pure functions of (context, layer, shape).
+
+Decode reads the weights the step touches and every sequence's KV; prefill writes KV and is
+usually compute-bound. Formulas follow notes/theory.md sections 1.1-1.4 and 2.
+
+The same functions evaluate one deployment (Python numbers) or many at once: the planner passes numpy
+arrays for the parallel degrees, batch and precisions, and ops that exist only for some of them (a TP
+all-reduce where tp > 1) are gated by a 0/1 mask instead of an `if`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokensim.specs.model.spec import Attention, DenseFFN, Layer, LinearMixer, MoE
+from tokensim.perf.context import Context
+from tokensim.perf.ops import OpCost
+
+
+@dataclass(frozen=True)
+class Shape:
+    seqs: float          # sequences on one attention rank
+    q_per_seq: float     # query tokens per sequence in this step (1 decode, k+1 verify, prompt length prefill)
+    context_tokens: float  # decode: tokens each sequence attends to; prefill: the prompt length
+    moe_tokens: float    # tokens entering each MoE layer of a replica's stage (summed over attention ranks)
+
+    @property
+    def tokens(self) -> float:
+        return self.seqs * self.q_per_seq
+
+
+# Kernel launches per op in a decode step, counted from vLLM/SGLang model code (a structural count, not
+# fitted): GQA projections = fused QKV GEMM, rotary, output GEMM, RMSNorm; MLA adds the low-rank q/kv
+# GEMMs and their norms; a gated FFN = norm, gate_up GEMM, activation, down GEMM; routed experts = router
+# GEMM, top-k, permute, two grouped GEMMs, activation, un-permute; each collective is one kernel.
+KERNELS = {"attn.proj": 4, "attn.proj.mla": 8, "attn.core": 1, "linear.proj": 4, "linear.state": 3,
+           "ffn": 4, "moe.shared": 4, "moe.experts": 7, "tp.allreduce": 1, "ep.dispatch": 1, "ep.combine": 1,
+           "dp.gather": 1, "dp.scatter": 1,
+           "lm_head": 2, "pp.hop": 1}
+
+
+def launch_s(ctx: Context, kernel_key: str) -> float:
+    return KERNELS.get(kernel_key, 1) * ctx.k.kernel_gap_s
+
+
+def needed(mask) -> bool:
+    """Whether an optional op is needed at all: a Python bool, or any element of a mask array."""
+    return bool(np.any(mask))
+
+
+def gated(op: OpCost, mask) -> OpCost:
+    """The op where `mask` holds, nothing elsewhere (identity for a scalar True)."""
+    if np.ndim(mask) == 0:
+        return op
+    m = np.asarray(mask, dtype=float)
+    return OpCost(op.name, op.bytes * m, op.flops * m, op.comm_bytes * m, op.link, op.t_memory_s * m,
+                  op.t_compute_s * m, op.t_comm_s * m, op.t_fixed_s * m)
+
+
+def gemm_efficiency(ctx: Context, rows: float | None) -> float:
+    """Share of the achieved GEMM rate a GEMM with `rows` token rows reaches: rows / (rows + gemm_half_rows).
+
+    Tensor-core GEMMs need a deep M to fill their tiles; cuBLAS/CUTLASS efficiency curves reach half
+    their large-M rate near M = 64-128 (constants.toml, gemm_half_rows). None: not a GEMM (attention)."""
+    if rows is None:
+        return 1.0
+    return rows / (rows + ctx.k.gemm_half_rows)
+
+
+def compute_op(ctx: Context, name: str, nbytes: float, flops: float, group: str, kernel_key: str | None = None,
+               rows: float | None = None) -> OpCost:
+    rate = ctx.rates[group]
+    return OpCost(name, nbytes, flops, 0.0, "", nbytes / ctx.bytes_per_s, flops * rate.s_per_flop / gemm_efficiency(ctx, rows),
+                  0.0, launch_s(ctx, kernel_key or name))
+
+
+def weight_op(ctx: Context, name: str, params_per_chip: float, tokens: float, group: str, kernel_key: str | None = None) -> OpCost:
+    """A GEMM/GEMV over `params_per_chip` weights: read them once, 2 FLOPs per weight per token."""
+    return compute_op(ctx, name, params_per_chip * ctx.rates[group].bytes_per_weight, 2.0 * params_per_chip * tokens,
+                      group, kernel_key, rows=tokens)
+
+
+def comm_op(ctx: Context, name: str, nbytes: float, group_chips: int, latency_s: float, peer=False) -> OpCost:
+    t, link = ctx.link_time(nbytes, group_chips, latency_s, peer)
+    return OpCost(name, 0.0, 0.0, nbytes, link, 0.0, 0.0, t, launch_s(ctx, name))
+
+
+def kv_shard(att: Attention, tp: int) -> int:
+    """How many ways one sequence's KV is split across a TP group: GQA by KV heads, MLA's latent not at all."""
+    return np.minimum(tp, att.n_kv_heads) if att.kind == "gqa" else 1
+
+
+def attention_ops(ctx: Context, att: Attention, s: Shape) -> list[OpCost]:
+    tp = ctx.dep.tp
+    ops = [weight_op(ctx, "attn.proj", att.params / tp, s.tokens, "attention", "attn.proj.mla" if att.kind == "mla" else None)]
+    if ctx.prefill:
+        mean_position = s.context_tokens / 2.0
+        nbytes = s.tokens * att.kv_elems_per_token * ctx.kv_bytes_per_elem / kv_shard(att, tp)
+        read, cached = att.read_entries(mean_position), att.cached_entries(mean_position)
+    else:
+        read, cached = att.read_entries(s.context_tokens), att.cached_entries(s.context_tokens)
+        nbytes = s.seqs * (read * att.kv_elems_per_token * ctx.kv_bytes_per_elem / kv_shard(att, tp)
+                           + cached * att.indexer_elems_per_token * ctx.index_bytes_per_elem)
+    pair = att.score_flops_per_pair
+    if ctx.prefill and att.kind == "mla":
+        # prefill runs MLA un-absorbed (keys and values expanded per head), as vLLM and SGLang do:
+        # 2 x heads x (qk width + v width) per pair instead of the absorbed 2 x heads x (2 x latent + rope)
+        pair = 2 * att.n_heads * (att.head_dim + att.v_head_dim)
+    flops = s.tokens * (pair * read + att.indexer_flops_per_pair * cached) / tp
+    ops.append(compute_op(ctx, "attn.core", nbytes, flops, "attention"))
+    return ops
+
+
+def linear_mixer_ops(ctx: Context, mix: LinearMixer, s: Shape) -> list[OpCost]:
+    tp = ctx.dep.tp
+    state_bytes = 2.0 * s.seqs * mix.state_elems * ctx.state_bytes_per_elem / tp      # read and write the state once per step
+    return [
+        weight_op(ctx, "linear.proj", mix.params / tp, s.tokens, "attention"),
+        compute_op(ctx, "linear.state", state_bytes, s.tokens * mix.flops_per_token / tp, "attention"),
+    ]
+
+
+def expected_experts_touched(n_experts: int, top_k: int, tokens: float) -> float:
+    """Distinct experts hit by `tokens` tokens routed uniformly to top_k of n_experts: E(1 - (1 - k/E)^T)."""
+    return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
+
+
+def moe_ops(ctx: Context, moe: MoE, s: Shape) -> list[OpCost]:
+    dep, k = ctx.dep, ctx.k
+    ops = []
+    always_on = moe.shared_params + moe.router_params + moe.latent_params
+    if always_on:
+        ops.append(weight_op(ctx, "moe.shared", always_on / dep.tp, s.tokens, "shared_experts"))
+    imbalance = np.where(dep.ep > 1, k.moe_load_imbalance, 1.0)
+    if np.ndim(imbalance) == 0:
+        imbalance = float(imbalance)
+    slots = (moe.n_experts + dep.redundant_experts) / moe.n_experts
+    distinct = expected_experts_touched(moe.n_experts, moe.top_k, s.moe_tokens)
+    touched = distinct * slots / dep.ep
+    rate = ctx.rates["routed_experts"]
+    nbytes = imbalance * touched * moe.expert_params / dep.moe_tp * rate.bytes_per_weight
+    flops = imbalance * 2.0 * s.moe_tokens * moe.top_k * moe.expert_params / (dep.ep * dep.moe_tp)
+    rows_per_expert = s.moe_tokens * moe.top_k / np.maximum(distinct, 1e-9)
+    ops.append(compute_op(ctx, "moe.experts", nbytes, flops, "routed_experts", rows=rows_per_expert))
+    gather = (dep.attn_dp > 1) & (dep.ep < dep.stage_chips)
+    if needed(gather):
+        # attention-DP ranks hand their tokens to experts split across ranks (SGLang dp_gather / dp_scatter):
+        # every chip receives the other ranks' tokens before the experts and returns their partial sums after
+        nbytes = (s.moe_tokens - s.tokens) * ctx.model.hidden_size * ctx.act_bytes_per_elem
+        for name in ("dp.gather", "dp.scatter"):
+            ops.append(gated(comm_op(ctx, name, nbytes, dep.stage_chips, k.collective_latency_s), gather))
+    if needed(dep.ep > 1):
+        per_chip_tokens = s.moe_tokens / dep.stage_chips
+        nbytes = per_chip_tokens * moe.top_k * ctx.model.hidden_size * ctx.act_bytes_per_elem * (dep.ep - 1) / dep.ep
+        for name in ("ep.dispatch", "ep.combine"):
+            ops.append(gated(comm_op(ctx, name, nbytes, dep.ep, k.all_to_all_latency_s), dep.ep > 1))
+    return ops
+
+
+def allreduce_op(ctx: Context, tokens: float) -> OpCost:
+    tp = ctx.dep.tp
+    nbytes = 2.0 * (tp - 1) / tp * tokens * ctx.model.hidden_size * ctx.act_bytes_per_elem     # ring all-reduce traffic per chip
+    return comm_op(ctx, "tp.allreduce", nbytes, tp, ctx.k.collective_latency_s, peer=tp == 2)   # two chips share one link
+
+
+def layer_ops(ctx: Context, layer: Layer, s: Shape) -> list[OpCost]:
+    ops: list[OpCost] = []
+    if isinstance(layer.mixer, Attention):
+        ops += attention_ops(ctx, layer.mixer, s)
+    elif isinstance(layer.mixer, LinearMixer):
+        ops += linear_mixer_ops(ctx, layer.mixer, s)
+    if layer.mixer is not None and needed(ctx.dep.tp > 1):
+        ops.append(gated(allreduce_op(ctx, s.tokens), ctx.dep.tp > 1))
+    if isinstance(layer.ffn, DenseFFN):
+        ops.append(weight_op(ctx, "ffn", layer.ffn.params / ctx.dep.tp, s.tokens, "dense_ffn"))
+    elif isinstance(layer.ffn, MoE):
+        ops += moe_ops(ctx, layer.ffn, s)
+    if layer.ffn is not None and needed(ctx.dep.tp > 1):
+        ops.append(gated(allreduce_op(ctx, s.tokens), ctx.dep.tp > 1))
+    if needed(ctx.dep.overlap_comm):
+        ops = hide_comm(ops, ctx.dep.overlap_comm)
+    if ctx.k.layer_latency_s:
+        ops.append(OpCost("layer.floor", 0.0, 0.0, 0.0, "", 0.0, 0.0, 0.0, ctx.k.layer_latency_s))
+    return ops
+
+
+def hide_comm(ops: list[OpCost], overlap=True) -> list[OpCost]:
+    """Two-micro-batch overlap: communication runs under the layer's own work; only the excess is exposed."""
+    work = sum(np.maximum(o.t_memory_s, o.t_compute_s) for o in ops)
+    comm = sum(o.t_comm_s for o in ops)
+    if not needed(comm > 0):
+        return ops
+    exposed = np.maximum(0.0, comm - work) / np.where(comm > 0, comm, 1.0)
+    exposed = np.where(overlap, exposed, 1.0)
+    if np.ndim(exposed) == 0:
+        exposed = float(exposed)
+    return [o if not needed(o.t_comm_s) else OpCost(o.name, o.bytes, o.flops, o.comm_bytes, o.link, 0.0, 0.0,
+                                                    o.t_comm_s * exposed, o.t_fixed_s)
+            for o in ops]

@@ -1,0 +1,254 @@
+"""predict(): model + hardware + deployment -> a frozen Prediction with its per-op breakdown."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+from tokensim.perf.constants import for_hardware
+from tokensim.perf.context import make_context
+from tokensim.perf.layers import Shape, layer_ops, weight_op
+from tokensim.perf.ops import OpSummary
+from tokensim.perf.step import StepCost, step_cost
+from tokensim.deploy.deployment import Deployment, SpecDecode
+from tokensim.perf.energy import energy
+from tokensim.errors import TokensimError
+from tokensim.specs.hardware.catalog import load_hardware
+from tokensim.specs.hardware.spec import HardwareSpec
+from tokensim.deploy.layout import check_against_model, fewest_chips, fit_error, layout_for_chips
+from tokensim.perf.memory import max_batch, memory_use, stage_memory
+from tokensim.specs.model.catalog import load_model
+from tokensim.specs.model.spec import ModelSpec
+from tokensim.validate.uncertainty import band, shipped_residuals
+
+
+@dataclass(frozen=True)
+class Prediction:
+    model: str
+    hardware: str
+    deployment: Deployment
+    chips: int
+    tokens_per_s_per_user: float
+    time_per_output_token_s: float
+    ttft_s: float
+    throughput_tokens_per_s: float          # output tokens/s of the whole deployment, steady decode
+    throughput_tokens_per_s_per_chip: float
+    throughput_tokens_per_s_per_system: float
+    memory_per_chip_bytes: float
+    weights_per_chip_bytes: float
+    kv_per_chip_bytes: float
+    capacity_per_chip_bytes: float
+    kv_capacity_tokens: float               # tokens of KV the deployment can hold beside its weights
+    max_batch: int                          # at this context length
+    min_chips: int                          # fewest chips whose memory holds weights + KV (capacity bound)
+    bytes_per_step_per_chip: float
+    bandwidth_bound_tokens_per_s_per_user: float   # E_spec / sum over stages of (bytes / peak bandwidth)
+    roofline_bound_tokens_per_s_per_user: float    # E_spec / sum over stages of max(bytes/peak BW, FLOPs/peak FLOP/s)
+    tokens_per_step: float                  # expected tokens per sequence per step (1 without speculative decoding)
+    breakdown: tuple[OpSummary, ...]
+    prefill_breakdown: tuple[OpSummary, ...]
+    assumptions: tuple[str, ...]
+    power_w: float = 0.0                    # all chips, at this step's busy share
+    tokens_per_joule: float = 0.0
+    sequences_per_s_per_kw: float = 0.0     # whole sequences (output_tokens each) finished per second per kW
+    usd_per_million_tokens: float | None = None   # from $ per chip-hour, where a price is known
+    tco_usd_per_million_tokens: float | None = None   # purchase amortized + energy (data/costs.toml), where a purchase price is known
+    tokens_per_s_per_user_range: tuple[float, float] = (0.0, 0.0)   # 10th-90th percentile, from validation residuals
+    ttft_s_range: tuple[float, float] = (0.0, 0.0)
+    range_note: str = ""
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k not in ("breakdown", "prefill_breakdown", "deployment")}
+        d["deployment"] = asdict(self.deployment)
+        d["breakdown"] = [op.to_dict() for op in self.breakdown]
+        d["prefill_breakdown"] = [op.to_dict() for op in self.prefill_breakdown]
+        d["assumptions"] = list(self.assumptions)
+        return d
+
+
+def fewest_by_capacity(ctx, capacity_per_chip_bytes: float) -> int:
+    """Chips whose usable memory holds one replica's weights, summed over stages (KV excluded)."""
+    weights = sum(w for w, _ in stage_memory(ctx, 0.0)) * ctx.dep.stage_chips
+    return max(1, math.ceil(weights / capacity_per_chip_bytes))
+
+
+def pipeline_bound(stage_s: list[float], micro: int) -> float:
+    """A cycle lasts at least one micro-batch's trip through every stage, and at least `micro` turns of the
+    slowest stage: the lower bound on the cycle from per-stage lower bounds."""
+    return max(sum(stage_s), micro * max(stage_s))
+
+
+def chip_utilization(stage_busy_s, micro, cycle):
+    """Average busy share of a chip over a cycle: each stage is busy `micro` times its busy time."""
+    return micro * sum(stage_busy_s) / (len(stage_busy_s) * cycle)
+
+
+def decode_context(dep: Deployment) -> float:
+    """Mean tokens attended over the generation: the prompt plus half the output."""
+    return dep.input_tokens + dep.output_tokens / 2.0
+
+
+def _draft_step_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment, seqs: float) -> float:
+    """Time of one draft token for `seqs` sequences: an MTP/EAGLE head (one layer + LM head) or a draft model's step."""
+    spec = dep.spec
+    if spec.method == "draft":
+        draft = load_model(spec.draft_model)
+        ddep = replace(dep, pp=1, stage_layers=None, ep=1, spec=None, weights=None, expert_weights=None)
+        ctx = make_context(draft, hw, ddep, for_hardware(hw, dep.engine))
+        shape = Shape(seqs, 1.0, decode_context(dep), seqs * dep.attn_dp)
+        cost = step_cost(ctx, shape)
+        return cost.latency_s - cost.host_s
+    ctx = make_context(model, hw, replace(dep, spec=None), for_hardware(hw, dep.engine))
+    shape = Shape(seqs, 1.0, decode_context(dep), seqs * dep.attn_dp)
+    head = layer_ops(ctx, model.layers[-1], shape)
+    head.append(weight_op(ctx, "lm_head", model.lm_head_matmul_params / dep.tp, seqs, "lm_head"))
+    return sum(op.time_s for op in head)
+
+
+def _ttft(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> tuple[StepCost, float]:
+    ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine), prefill=True)
+    chunks = min(dep.pp, dep.input_tokens)
+    q = dep.input_tokens / chunks
+    cost = step_cost(ctx, Shape(1.0, q, float(dep.input_tokens), q))
+    ttft = cost.latency_s + (chunks - 1) * max(cost.stage_s)
+    return cost, ttft
+
+
+def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assumptions: tuple[str, ...] = (),
+                       check_fit: bool = True) -> Prediction:
+    """`check_fit=False` predicts a deployment whose weights and KV would not fit (what-if steps of `compare`)."""
+    check_against_model(model, dep)
+    err = fit_error(model, hw, dep) if check_fit else None
+    if err is not None:
+        raise err
+    k = for_hardware(hw, dep.engine)
+    ctx = make_context(model, hw, dep, k)
+    seqs = dep.seqs_per_rank
+    micro = dep.micro_batches or min(dep.pp, seqs)
+    micro = min(micro, seqs)
+    q = 1.0 + (dep.spec.draft_tokens if dep.spec else 0)
+    mb_seqs = seqs / micro
+    shape = Shape(mb_seqs, q, decode_context(dep), mb_seqs * dep.attn_dp * q)
+    cost = step_cost(ctx, shape)
+    cycle = max(cost.latency_s, micro * max(cost.stage_s) + cost.host_s)
+    tokens_per_step = dep.spec.expected_tokens_per_step if dep.spec else 1.0
+    if dep.spec:
+        cycle += dep.spec.draft_tokens * _draft_step_s(model, hw, dep, seqs)
+    tpot = cycle / tokens_per_step
+    prefill_cost, ttft = _ttft(model, hw, dep)
+    use = memory_use(ctx, dep.batch, dep.input_tokens + dep.output_tokens)
+    peak_bw = hw.weight_tier.bandwidth_bytes_per_s
+    peak_f = hw.peak_flops(max((r.compute for r in ctx.rates.values()), key=hw.peak_flops))
+    mem_bound = pipeline_bound([b / peak_bw for b in cost.stage_bytes], micro)
+    roof = pipeline_bound([max(b / peak_bw, f / peak_f) for b, f in zip(cost.stage_bytes, cost.stage_flops)], micro)
+    throughput = dep.batch / tpot
+    full_context = dep.input_tokens + dep.output_tokens
+    mb = max_batch(ctx, full_context)
+    system_chips = max(1, hw.chips_per_system)
+    kv_seq = use.kv_per_seq_per_chip_bytes
+    power = energy(hw, dep.chips, chip_utilization(cost.stage_busy_s, micro, cycle), throughput)
+    residuals = shipped_residuals()
+    speed = band(residuals, hw.family, "output_tps_per_user", 1.0 / tpot)
+    first = band(residuals, hw.family, "ttft_s", 1.0 / ttft)
+    return Prediction(
+        model=model.name, hardware=hw.name, deployment=dep, chips=dep.chips,
+        tokens_per_s_per_user=1.0 / tpot, time_per_output_token_s=tpot, ttft_s=ttft,
+        throughput_tokens_per_s=throughput,
+        throughput_tokens_per_s_per_chip=throughput / dep.chips,
+        throughput_tokens_per_s_per_system=throughput / dep.chips * min(system_chips, dep.chips),
+        memory_per_chip_bytes=use.per_chip_bytes, weights_per_chip_bytes=use.weights_per_chip_bytes,
+        kv_per_chip_bytes=use.kv_per_chip_bytes, capacity_per_chip_bytes=use.capacity_per_chip_bytes,
+        kv_capacity_tokens=(mb * full_context) if kv_seq > 0 else math.inf,
+        max_batch=mb,
+        min_chips=fewest_by_capacity(ctx, use.capacity_per_chip_bytes),
+        bytes_per_step_per_chip=max(cost.stage_bytes),
+        bandwidth_bound_tokens_per_s_per_user=tokens_per_step / mem_bound if mem_bound else math.inf,
+        roofline_bound_tokens_per_s_per_user=tokens_per_step / roof if roof else math.inf,
+        tokens_per_step=tokens_per_step,
+        breakdown=cost.breakdown(), prefill_breakdown=prefill_cost.breakdown(),
+        assumptions=assumptions,
+        power_w=power.power_w, tokens_per_joule=power.tokens_per_joule,
+        sequences_per_s_per_kw=throughput / dep.output_tokens / (power.power_w / 1e3) if power.power_w else 0.0,
+        usd_per_million_tokens=power.usd_per_million_tokens,
+        tco_usd_per_million_tokens=power.tco_usd_per_million_tokens,
+        tokens_per_s_per_user_range=(speed.low, speed.high),
+        ttft_s_range=(1.0 / first.high, 1.0 / first.low),
+        range_note=speed.note,
+    )
+
+
+def predict(
+    model: "str | ModelSpec",
+    hardware: "str | HardwareSpec",
+    *,
+    chips: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    ep: int = 1,
+    dp: int = 1,
+    attn_dp: int = 1,
+    redundant_experts: int = 0,
+    stage_layers: tuple[int, ...] | None = None,
+    weights: str | None = None,
+    expert_weights: str | None = None,
+    compute: str | None = None,
+    kv: str = "bf16",
+    batch: int = 1,
+    input_tokens: int = 1024,
+    output_tokens: int = 256,
+    engine: str = "default",
+    spec: SpecDecode | None = None,
+    micro_batches: int | None = None,
+    overlap_comm: bool = False,
+) -> Prediction:
+    """Predict decode speed, TTFT, throughput and memory. Names come from the catalogs (`tokensim models`,
+    `tokensim hardware`) or are paths to a config.json / hardware TOML. With no chips, tp or pp given,
+    the fewest chips that hold the weights and KV are used."""
+    m, hw = load_model(model), load_hardware(hardware)
+    base = Deployment(tp=tp or 1, pp=pp or 1, ep=ep, dp=dp, attn_dp=attn_dp, redundant_experts=redundant_experts,
+                      stage_layers=stage_layers, weights=weights,
+                      expert_weights=expert_weights, compute=compute, kv=kv, batch=batch,
+                      input_tokens=input_tokens, output_tokens=output_tokens, engine=engine, spec=spec,
+                      micro_batches=micro_batches, overlap_comm=overlap_comm)
+    notes = []
+    if tp is None and pp is None:
+        if chips is None:
+            dep = fewest_chips(m, hw, base)
+            notes.append(f"layout: fewest chips that fit ({dep.chips}: tp {dep.tp} x pp {dep.pp})")
+        else:
+            if chips < 1 or chips % (dp * attn_dp):
+                raise TokensimError(f"chips = {chips}: expected a positive multiple of dp x attn_dp = {dp * attn_dp}")
+            dep = layout_for_chips(m, hw, chips // (dp * attn_dp), base)
+            dep = replace(dep, dp=dp, attn_dp=attn_dp, ep=ep)
+            notes.append(f"layout: {chips} chips as tp {dep.tp} x attn_dp {dep.attn_dp} x pp {dep.pp} x dp {dep.dp}")
+    else:
+        dep = base
+        if chips is not None and chips != dep.chips:
+            raise TokensimError(f"chips = {chips}: expected tp x attn_dp x pp x dp = {dep.chips}")
+    return predict_deployment(m, hw, dep, tuple(notes))
+
+
+def batch_prefill_cost(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> StepCost:
+    """One prefill step holding every prompt of the batch (weights read once per stage)."""
+    ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine), prefill=True)
+    seqs = dep.seqs_per_rank
+    return step_cost(ctx, Shape(float(seqs), float(dep.input_tokens), float(dep.input_tokens),
+                                float(seqs * dep.attn_dp * dep.input_tokens)))
+
+
+def batch_prefill_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> float:
+    """Time to prefill every sequence of the batch once, through every stage."""
+    return batch_prefill_cost(model, hw, dep).latency_s
+
+
+def offline_throughput(model: ModelSpec, hw: HardwareSpec, dep: Deployment, p: Prediction) -> float:
+    """Output tokens/s of a batch run end to end: prefill of every prompt plus all decode steps."""
+    total_s = batch_prefill_s(model, hw, dep) + dep.output_tokens * p.time_per_output_token_s
+    return dep.batch * dep.output_tokens / total_s
+
+
+def prefill_run_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment, sequences: int) -> float:
+    """Wall time to prefill `sequences` prompts in micro-batches of dep.batch, pipelined across stages:
+    the first micro-batch crosses every stage, each further one adds the slowest stage's time."""
+    cost = batch_prefill_cost(model, hw, dep)
+    batches = math.ceil(sequences / dep.batch)
+    return cost.latency_s + (batches - 1) * (max(cost.stage_s) if dep.pp > 1 else cost.latency_s)

@@ -79,29 +79,32 @@ def _tp_options(model: ModelSpec, limit: int) -> list[int]:
     return valid_tp_degrees(model, limit) or [1]
 
 
-def layout_for_chips(model: ModelSpec, hw: HardwareSpec, chips: int, base: Deployment) -> Deployment:
-    """TP inside the scale-up domain, pipeline stages beyond it; SRAM chips pipeline first (one layer per chip at most)."""
+def layout_for_chips(model: ModelSpec, hw: HardwareSpec, chips: int, base: Deployment, ep: int | None = None) -> Deployment:
+    """`chips` per (replica x attention-DP rank) as tp x pp: TP inside the scale-up domain, pipeline stages beyond
+    it; SRAM chips pipeline first (one layer per chip at most). dp and attn_dp come from `base` unchanged, and ep
+    from `ep` (default: base's), which the chosen tp x attn_dp must be a multiple of."""
+    ep = base.ep if ep is None else ep
     if hw.kind in SRAM_KINDS:
         for tp in _tp_options(model, chips):
-            if chips % tp == 0 and chips // tp <= model.n_layers:
-                return replace(base, tp=tp, pp=chips // tp, dp=1, attn_dp=1, stage_layers=None)
+            if chips % tp == 0 and chips // tp <= model.n_layers and (tp * base.attn_dp) % ep == 0:
+                return replace(base, tp=tp, pp=chips // tp, ep=ep, stage_layers=None)
         raise bad_value("chips", chips, f"a count that splits into tp x pp with at most {model.n_layers} stages for this model")
     up = hw.link("scale_up")
     domain = up.domain_chips if up and up.domain_chips else chips
-    tps = [t for t in _tp_options(model, min(chips, domain)) if chips % t == 0]
+    tps = [t for t in _tp_options(model, min(chips, domain)) if chips % t == 0 and (t * base.attn_dp) % ep == 0]
     tp = max(tps) if tps else 1
     pp = chips // tp
     if pp > model.n_layers:
         raise bad_value("chips", chips, f"at most {tp * model.n_layers} for this model on {hw.name} (tp {tp} x one layer per stage)")
-    return replace(base, tp=tp, pp=pp, dp=1, attn_dp=1, stage_layers=None)
+    return replace(base, tp=tp, pp=pp, ep=ep, stage_layers=None)
 
 
-def fewest_chips(model: ModelSpec, hw: HardwareSpec, base: Deployment, limit: int = 4096) -> Deployment:
-    """The smallest layout (by the rules of layout_for_chips) whose weights and KV fit."""
+def fewest_chips(model: ModelSpec, hw: HardwareSpec, base: Deployment, limit: int = 4096, ep: int | None = None) -> Deployment:
+    """The smallest tp x pp (by the rules of layout_for_chips) whose weights and KV fit, keeping base's dp, attn_dp, ep."""
     check_context(model, base)
-    ctx = make_context(model, hw, base, for_hardware(hw, base.engine))
+    ctx = make_context(model, hw, replace(base, dp=1, attn_dp=1, ep=1), for_hardware(hw, base.engine))
     use = memory_use(ctx, base.batch, base.input_tokens + base.output_tokens)
-    estimate = max(1, math.ceil(use.per_chip_bytes / use.capacity_per_chip_bytes))
+    estimate = max(1, math.ceil(use.per_chip_bytes / use.capacity_per_chip_bytes) // (base.attn_dp * base.dp))
     if hw.kind in SRAM_KINDS:
         tps = _tp_options(model, limit)
         candidates = sorted({tp * pp for tp in tps for pp in range(max(1, estimate // tp), model.n_layers + 1)
@@ -110,7 +113,7 @@ def fewest_chips(model: ModelSpec, hw: HardwareSpec, base: Deployment, limit: in
         candidates = [2**i for i in range(13) if estimate <= 2**i <= limit]
     for chips in candidates:
         try:
-            dep = layout_for_chips(model, hw, chips, base)
+            dep = layout_for_chips(model, hw, chips, base, ep)
             check_against_model(model, dep)
         except TokensimError:
             continue
@@ -120,3 +123,26 @@ def fewest_chips(model: ModelSpec, hw: HardwareSpec, base: Deployment, limit: in
         f"model {model.name} does not fit on up to {limit} x {hw.name}: it needs about "
         f"{use.per_chip_bytes * 1 / 1e9:.0f} GB against {use.capacity_per_chip_bytes / 1e9:.1f} GB usable per chip"
     )
+
+
+def resolve_layout(model: ModelSpec, hw: HardwareSpec, fields: dict, chips: int | None = None,
+                   tp: int | None = None, pp: int | None = None) -> tuple[Deployment, str]:
+    """The one rule that turns a chip count into tp x pp x attn_dp x dp, for every entry point (predict, scenario
+    files, compare, validation rows). `fields` are the other Deployment fields (ep, dp, attn_dp, batch, ...);
+    tp and pp, when given, are taken as they are. Returns the deployment and a line saying how it was chosen."""
+    if tp is not None or pp is not None:
+        dep = Deployment(tp=tp or 1, pp=pp or 1, **fields)
+        if chips is not None and chips != dep.chips:
+            raise bad_value("chips", chips, f"tp x attn_dp x pp x dp = {dep.chips} (or leave tp and pp out)")
+        return dep, ""
+    ep = fields.get("ep", 1)
+    base = Deployment(**{**fields, "ep": 1})
+    group = base.dp * base.attn_dp
+    if chips is None:
+        dep = fewest_chips(model, hw, base, ep=ep)
+        parts = [f"tp {dep.tp}", f"pp {dep.pp}"] + [f"{n} {getattr(dep, n)}" for n in ("attn_dp", "dp") if getattr(dep, n) > 1]
+        return dep, f"fewest chips that fit ({dep.chips}: {' x '.join(parts)})"
+    if isinstance(chips, bool) or not isinstance(chips, int) or chips < 1 or chips % group:
+        raise bad_value("chips", chips, f"a positive multiple of dp x attn_dp = {group}")
+    dep = layout_for_chips(model, hw, chips // group, base, ep)
+    return dep, f"{chips} chips as tp {dep.tp} x attn_dp {dep.attn_dp} x pp {dep.pp} x dp {dep.dp}"

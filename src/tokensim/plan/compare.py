@@ -100,7 +100,7 @@ def parse_setup(text: str) -> Setup:
     from pathlib import Path
 
     from tokensim.specs.hardware.catalog import load_hardware
-    from tokensim.deploy.layout import fewest_chips
+    from tokensim.deploy.layout import resolve_layout
     from tokensim.specs.model.catalog import load_model
     from tokensim.scenarios.scenario import find_scenario, load_scenario, shipped_scenarios
 
@@ -113,7 +113,7 @@ def parse_setup(text: str) -> Setup:
     model_name, _, hw_name = head.partition("@")
     model, hw = load_model(model_name), load_hardware(hw_name)
     kw: dict = {}
-    ints = {"tp", "pp", "ep", "dp", "attn_dp", "batch", "input_tokens", "output_tokens"}
+    ints = {"chips", "tp", "pp", "ep", "dp", "attn_dp", "batch", "input_tokens", "output_tokens"}
     for item in filter(None, opts.split(",")):
         key, _, value = item.partition("=")
         key = key.strip()
@@ -126,7 +126,6 @@ def parse_setup(text: str) -> Setup:
             kw[key] = value.strip()
         else:
             raise TokensimError(f"compare: option {key!r}: expected one of {', '.join(sorted(ints | {'weights', 'expert_weights', 'kv', 'compute', 'engine'}))}")
-    dep = Deployment(**kw)
-    if "tp" not in kw and "pp" not in kw:
-        dep = replace(fewest_chips(model, hw, dep), dp=dep.dp, attn_dp=dep.attn_dp, ep=dep.ep)
+    tp, pp, chips = kw.pop("tp", None), kw.pop("pp", None), kw.pop("chips", None)
+    dep, _ = resolve_layout(model, hw, kw, chips=chips, tp=tp, pp=pp)
     return Setup(model, hw, dep, text)

@@ -14,7 +14,7 @@ from tokensim.perf.energy import energy
 from tokensim.errors import TokensimError
 from tokensim.specs.hardware.catalog import load_hardware
 from tokensim.specs.hardware.spec import HardwareSpec
-from tokensim.deploy.layout import check_against_model, fewest_chips, fit_error, layout_for_chips
+from tokensim.deploy.layout import check_against_model, fit_error, resolve_layout
 from tokensim.perf.memory import max_batch, memory_use, stage_memory
 from tokensim.specs.model.catalog import load_model
 from tokensim.specs.model.spec import ModelSpec
@@ -204,26 +204,12 @@ def predict(
     `tokensim hardware`) or are paths to a config.json / hardware TOML. With no chips, tp or pp given,
     the fewest chips that hold the weights and KV are used."""
     m, hw = load_model(model), load_hardware(hardware)
-    base = Deployment(tp=tp or 1, pp=pp or 1, ep=ep, dp=dp, attn_dp=attn_dp, redundant_experts=redundant_experts,
-                      stage_layers=stage_layers, weights=weights,
-                      expert_weights=expert_weights, compute=compute, kv=kv, batch=batch,
-                      input_tokens=input_tokens, output_tokens=output_tokens, engine=engine, spec=spec,
-                      micro_batches=micro_batches, overlap_comm=overlap_comm)
-    notes = []
-    if tp is None and pp is None:
-        if chips is None:
-            dep = fewest_chips(m, hw, base)
-            notes.append(f"layout: fewest chips that fit ({dep.chips}: tp {dep.tp} x pp {dep.pp})")
-        else:
-            if chips < 1 or chips % (dp * attn_dp):
-                raise TokensimError(f"chips = {chips}: expected a positive multiple of dp x attn_dp = {dp * attn_dp}")
-            dep = layout_for_chips(m, hw, chips // (dp * attn_dp), base)
-            dep = replace(dep, dp=dp, attn_dp=attn_dp, ep=ep)
-            notes.append(f"layout: {chips} chips as tp {dep.tp} x attn_dp {dep.attn_dp} x pp {dep.pp} x dp {dep.dp}")
-    else:
-        dep = base
-        if chips is not None and chips != dep.chips:
-            raise TokensimError(f"chips = {chips}: expected tp x attn_dp x pp x dp = {dep.chips}")
+    fields = dict(ep=ep, dp=dp, attn_dp=attn_dp, redundant_experts=redundant_experts, stage_layers=stage_layers,
+                  weights=weights, expert_weights=expert_weights, compute=compute, kv=kv, batch=batch,
+                  input_tokens=input_tokens, output_tokens=output_tokens, engine=engine, spec=spec,
+                  micro_batches=micro_batches, overlap_comm=overlap_comm)
+    dep, how = resolve_layout(m, hw, fields, chips=chips, tp=tp, pp=pp)
+    notes = [f"layout: {how}"] if how else []
     return predict_deployment(m, hw, dep, tuple(notes))
 
 

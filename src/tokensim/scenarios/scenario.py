@@ -23,7 +23,7 @@ from tokensim.errors import TokensimError, bad_value, require
 from tokensim.specs.hardware.catalog import load_hardware
 from tokensim.specs.hardware.loader import read_mapping
 from tokensim.specs.hardware.spec import HardwareSpec
-from tokensim.deploy.layout import fewest_chips, layout_for_chips
+from tokensim.deploy.layout import resolve_layout
 from tokensim.specs.model.catalog import load_model
 from tokensim.specs.model.hf_config import spec_from_config
 from tokensim.specs.model.spec import ModelSpec
@@ -161,16 +161,9 @@ def deployment_from_dict(d: dict, model: ModelSpec, hw: HardwareSpec, spec: Spec
     tp, pp, chips = _int(d, "tp", where), _int(d, "pp", where), _int(d, "chips", where)
     if stage_layers is not None:
         pp = len(stage_layers)
-    if tp is None and pp is None:
-        base = Deployment(spec=spec, **{k: v for k, v in kw.items() if k not in ("ep", "attn_dp")})
-        dep = layout_for_chips(model, hw, chips, base) if chips else fewest_chips(model, hw, base)
-        dep = replace(dep, dp=kw.get("dp", 1), attn_dp=kw.get("attn_dp", 1), ep=kw.get("ep", 1))
-    else:
-        dep = Deployment(spec=spec, tp=tp or 1, pp=pp or 1, **kw)
+    dep, _ = resolve_layout(model, hw, dict(spec=spec, **kw), chips=chips, tp=tp, pp=pp)
     if stage_layers is not None:
         dep = replace(dep, stage_layers=stage_layers, pp=len(stage_layers))
-    if chips is not None and chips != dep.chips:
-        raise bad_value(f"{where}.chips", chips, f"tp x attn_dp x pp x dp = {dep.chips} (or leave tp and pp out)")
     dep.stages(model.n_layers)
     return dep
 

@@ -23,19 +23,19 @@ def test_four_stage_pipeline_time_per_token_and_fill():
     TTFT = sum of stage times (one chunk) + 3 hops + host + 3 x the slowest stage (one chunk)."""
     from tokensim.perf.constants import for_hardware
     from tokensim.perf.context import make_context
-    from tokensim.perf.layers import Shape
+    from tokensim.perf.layers import Batch
     from tokensim.perf.step import step_cost
 
     m = tokensim.load_model("llama-3.1-70b")
     p = tokensim.predict(m, CS3, pp=4, batch=1, input_tokens=1024, output_tokens=256)
     k = for_hardware(CS3)
-    decode = step_cost(make_context(m, CS3, p.deployment, k), Shape(1, 1, 1024 + 128, 1))
+    decode = step_cost(make_context(m, CS3, p.deployment, k), Batch.decode(1, 1024 + 128))
     assert len(decode.stage_s) == 4
     assert p.time_per_output_token_s == pytest.approx(sum(decode.stage_s) + 3 * decode.hop_s + decode.host_s, rel=1e-12)
     link = CS3.link("scale_out")                      # hop: stage latency + link latency + 8192 x 2 bytes over the link
     assert decode.hop_s == pytest.approx(k.stage_hop_latency_s + link.latency_s
                                          + 8192 * 2 / (k.link_bandwidth_fraction * link.bandwidth_bytes_per_s))
-    chunk = step_cost(make_context(m, CS3, p.deployment, k, prefill=True), Shape(1, 256, 1024, 256))
+    chunk = step_cost(make_context(m, CS3, p.deployment, k), Batch.prefill(1, 256, position=512))   # mean position 1024 / 2
     assert p.ttft_s == pytest.approx(sum(chunk.stage_s) + 3 * chunk.hop_s + chunk.host_s + 3 * max(chunk.stage_s), rel=1e-12)
 
 

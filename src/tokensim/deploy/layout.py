@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from tokensim.perf.constants import for_hardware
+from tokensim.perf.constants import ConstantsTable, for_hardware
 from tokensim.perf.context import make_context
 from tokensim.deploy.deployment import Deployment
 from tokensim.errors import TokensimError, bad_value
@@ -41,8 +41,8 @@ def check_against_model(model: ModelSpec, dep: Deployment) -> None:
     dep.stages(model.n_layers)
 
 
-def fit_error(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> TokensimError | None:
-    ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine))
+def fit_error(model: ModelSpec, hw: HardwareSpec, dep: Deployment, constants: ConstantsTable | None = None) -> TokensimError | None:
+    ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine, constants))
     use = memory_use(ctx, dep.batch, dep.input_tokens + dep.output_tokens)
     if use.fits:
         return None

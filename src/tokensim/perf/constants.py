@@ -1,21 +1,28 @@
 """Empirical constants: achieved fractions of datasheet peaks and latency floors, by hardware family and engine.
 
-They live in data/constants.toml with the evidence for each; `tokensim fit` writes data/fitted.toml,
-whose values take precedence. Lookup order, most specific first: [family.engine], [family.default], [vendor.engine],
-[vendor.default], [kind.engine], [kind.default], [default.engine], [default.default]. Nothing here is a datasheet figure.
+They live in data/constants.toml with the evidence for each; `tokensim fit` writes a fitted table whose values
+take precedence. A `ConstantsTable` holds one set of tables (base, fitted, and an overlay for what-ifs and
+fitting) and is passed explicitly to every prediction: nothing here is module state that a run could change,
+so two scenarios with their own [constants] tables can run in threads of one process.
+
+Lookup order, most specific last (it wins): [default.default], [default.engine], [kind.default], [kind.engine],
+[vendor.default], [vendor.engine], [family.default], [family.engine]. Nothing here is a datasheet figure.
 """
 from __future__ import annotations
 
+import math
+import os
 import tomllib
-from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from tokensim.errors import bad_value
+from tokensim.errors import TokensimError, bad_value
 
 ENGINES = ("default", "basic")   # serving engines (vLLM, SGLang, TensorRT-LLM, APIs) and llama.cpp-class ones
+FITTED_ENV = "TOKENSIM_FITTED"   # a fitted table written by `tokensim fit -o FILE`, used instead of the shipped one
 
 
 @dataclass(frozen=True)
@@ -37,82 +44,118 @@ class Constants:
     stage_hop_latency_s: float       # pipeline stage to stage, beyond the link's own latency
     usable_memory_fraction: float    # of the weight tier's capacity, for weights + KV
 
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if not (isinstance(v, float) and math.isfinite(v) and v >= 0):
+                raise bad_value(f"constants.{f.name}", v, "a finite number >= 0")
+
+
+NAMES = tuple(f.name for f in fields(Constants))
+
 
 def _read(path: Path) -> dict:
-    return tomllib.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    if not path.exists():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise TokensimError(f"{path}: not a readable constants table ({str(exc).splitlines()[0]})") from None
 
 
-@lru_cache(maxsize=1)
-def _tables() -> tuple[dict, dict]:
-    data = resources.files("tokensim") / "data"
-    return _read(Path(str(data / "constants.toml"))), _read(Path(str(data / "fitted.toml")))
-
-
-_OVERLAY: dict = {}      # set only by `overridden`, for fitting
-_USE_FITTED: bool = True   # cleared only by `overridden(..., use_fitted=False)`, so a fit starts from constants.toml
-
-
-def _levels(family: str, kind: str, engine: str, vendor: str = "") -> tuple[tuple[str, str], ...]:
+def _levels(family: str, kind: str, engine: str, vendor: str) -> tuple[tuple[str, str], ...]:
     return (("default", "default"), ("default", engine), (kind, "default"), (kind, engine),
             (vendor, "default"), (vendor, engine), (family, "default"), (family, engine))
 
 
-def _lookup(family: str, kind: str, engine: str, vendor: str = "") -> dict:
-    """Most specific level wins; within a level, fitted values (and a fitting overlay) beat the base file."""
-    base, fitted = _tables()
-    merged: dict = {}
-    for fam, eng in _levels(family, kind, engine, vendor):
-        merged.update(base.get(fam, {}).get(eng, {}))
-        if _USE_FITTED:
-            merged.update(fitted.get("constants", {}).get(fam, {}).get(eng, {}))
-        merged.update(_OVERLAY.get(fam, {}).get(eng, {}))
-    return merged
+@dataclass(frozen=True)
+class ConstantsTable:
+    """One consistent set of empirical constants: the base file, a fitted table over it, and an overlay over both."""
+
+    base: dict
+    fitted: dict = field(default_factory=dict)        # the whole fitted file: [constants], residuals, report
+    overlay: dict = field(default_factory=dict)       # {family: {engine: {name: value}}}
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def merged(self, family: str, kind: str = "", engine: str = "default", vendor: str = "") -> dict[str, Any]:
+        """Most specific level wins; within a level, fitted values and then the overlay beat the base file."""
+        out: dict[str, Any] = {}
+        fitted = self.fitted.get("constants", {})
+        for fam, eng in _levels(family, kind, engine, vendor.lower()):
+            out.update(self.base.get(fam, {}).get(eng, {}))
+            out.update(fitted.get(fam, {}).get(eng, {}))
+            out.update(self.overlay.get(fam, {}).get(eng, {}))
+        return out
+
+    def constants_for(self, family: str, kind: str = "", engine: str = "default", vendor: str = "") -> Constants:
+        if engine not in ENGINES:
+            raise bad_value("engine", engine, f"one of {', '.join(ENGINES)}")
+        key = (family, kind, engine, vendor)
+        if key not in self._cache:
+            values = self.merged(family, kind, engine, vendor)
+            missing = [n for n in NAMES if n not in values]
+            if missing:
+                raise TokensimError(f"constants table: {', '.join(missing)} missing for {family}/{engine}")
+            self._cache[key] = Constants(**{n: float(values[n]) for n in NAMES})
+        return self._cache[key]
+
+    def for_hardware(self, hw, engine: str = "default") -> Constants:
+        """The constants for a HardwareSpec (its family, kind and vendor) and an engine class."""
+        return self.constants_for(hw.family, hw.kind, engine, hw.vendor)
+
+    def with_overlay(self, values: dict) -> "ConstantsTable":
+        """A new table with `values` ({family: {engine: {name: value}}}) over this one's overlay."""
+        merged = {fam: {eng: dict(v) for eng, v in engines.items()} for fam, engines in self.overlay.items()}
+        for fam, engines in values.items():
+            for eng, v in engines.items():
+                merged.setdefault(fam, {}).setdefault(eng, {}).update(v)
+        return ConstantsTable(self.base, self.fitted, merged)
+
+    def without_fitted(self) -> "ConstantsTable":
+        """The base file alone (with this overlay): where a fit starts, so that it is reproducible."""
+        return ConstantsTable(self.base, {}, self.overlay)
+
+    def evidence(self, family: str, kind: str = "", engine: str = "default", vendor: str = "") -> dict[str, str]:
+        """The evidence line behind each constant as used for this family, kind, engine and vendor."""
+        values = self.merged(family, kind, engine, vendor)
+        out = {n: str(values.get(f"{n}_evidence", "")) for n in NAMES}
+        for fam, eng in _levels(family, kind, engine, vendor.lower()):
+            for name in self.fitted.get("constants", {}).get(fam, {}).get(eng, {}):
+                out[name] = f"fitted by `tokensim fit` on {self.fitted.get('date', '?')} ({self.fitted.get('rows', '?')} rows)"
+            for name in self.overlay.get(fam, {}).get(eng, {}):
+                out[name] = "set for this run (scenario [constants] table or a fit in progress)"
+        return out
 
 
-@contextmanager
-def overridden(values: dict, use_fitted: bool = True):
-    """Temporarily set constants, as {family: {engine: {name: value}}}; used by `tokensim fit`."""
-    global _OVERLAY, _USE_FITTED
-    saved = _OVERLAY, _USE_FITTED
-    _OVERLAY, _USE_FITTED = values, use_fitted
-    constants_for.cache_clear()
-    try:
-        yield
-    finally:
-        _OVERLAY, _USE_FITTED = saved
-        constants_for.cache_clear()
+def data_path(name: str) -> Path:
+    return Path(str(resources.files("tokensim") / "data" / name))
 
 
-def reload() -> None:
-    """Forget cached tables (after `tokensim fit` rewrote fitted.toml)."""
-    _tables.cache_clear()
-    constants_for.cache_clear()
+@lru_cache(maxsize=1)
+def default_table() -> ConstantsTable:
+    """constants.toml with the shipped fitted.toml over it, or the file named by $TOKENSIM_FITTED."""
+    user = os.environ.get(FITTED_ENV)
+    fitted_path = Path(user) if user else data_path("fitted.toml")
+    if user and not fitted_path.is_file():
+        raise bad_value(FITTED_ENV, user, "the path of a fitted table written by `tokensim fit -o FILE`")
+    return ConstantsTable(_read(data_path("constants.toml")), _read(fitted_path))
 
 
-@lru_cache(maxsize=256)
-def constants_for(family: str, kind: str = "", engine: str = "default", vendor: str = "") -> Constants:
-    if engine not in ENGINES:
-        raise bad_value("engine", engine, f"one of {', '.join(ENGINES)}")
-    values = _lookup(family, kind, engine, vendor.lower())
-    return Constants(**{f.name: float(values[f.name]) for f in fields(Constants)})
+def table_or_default(table: ConstantsTable | None) -> ConstantsTable:
+    return table if table is not None else default_table()
 
 
-def evidence(family: str, kind: str = "", engine: str = "default", vendor: str = "") -> dict[str, str]:
-    """The evidence line behind each constant as used for this family, kind, engine and vendor."""
-    base, fitted = _tables()
-    values = _lookup(family, kind, engine, vendor.lower())
-    out = {f.name: str(values.get(f"{f.name}_evidence", "")) for f in fields(Constants)}
-    for fam, eng in _levels(family, kind, engine, vendor.lower()):
-        for name in fitted.get("constants", {}).get(fam, {}).get(eng, {}):
-            out[name] = f"fitted by `tokensim fit` on {fitted.get('date', '?')} ({fitted.get('rows', '?')} rows)"
-    return out
+def for_hardware(hw, engine: str = "default", table: ConstantsTable | None = None) -> Constants:
+    """The constants for a HardwareSpec and an engine class, from `table` (default: the shipped tables)."""
+    return table_or_default(table).for_hardware(hw, engine)
 
 
 def fitted_table() -> dict:
-    """The whole fitted.toml (constants, residuals, error report); empty before the first fit."""
-    return _tables()[1]
+    """The whole fitted table in use (constants, residuals, error report); empty before the first fit."""
+    return default_table().fitted
 
 
-def for_hardware(hw, engine: str = "default") -> Constants:
-    """The constants for a HardwareSpec (its family, kind and vendor) and an engine class."""
-    return constants_for(hw.family, hw.kind, engine, hw.vendor)
+def evidence(family: str, kind: str = "", engine: str = "default", vendor: str = "",
+             table: ConstantsTable | None = None) -> dict[str, str]:
+    """The evidence line behind each constant for this family, kind, engine and vendor (default table)."""
+    return table_or_default(table).evidence(family, kind, engine, vendor)

@@ -14,16 +14,17 @@ from tokensim.specs.precision import COMPUTE_BITS, get_precision
 
 ACTIVATION = "bf16"      # activations crossing links
 STATE = "fp32"           # linear-attention / SSM recurrent state (mamba_ssm_dtype float32 in Qwen3.5 and Nemotron 3 configs)
-INDEXER = "fp8"          # DSA indexer keys are cached in FP8 (theory.md 1.2)
+INDEXER = "fp8"          # DSA indexer keys are cached in FP8 (docs/model.md, sparse attention)
 GROUPS = ("attention", "dense_ffn", "shared_experts", "routed_experts", "embedding", "lm_head")
 
 
 @dataclass(frozen=True)
 class Rate:
-    """Bytes per stored weight, and seconds per FLOP at the achieved compute rate."""
+    """Bytes per stored weight, and seconds per FLOP at the achieved compute rate of decode and of prefill."""
 
     bytes_per_weight: float
-    s_per_flop: float
+    s_per_flop: float            # decode tokens (gemm_flops_fraction)
+    s_per_flop_prefill: float    # prompt tokens (prefill_flops_fraction)
     compute: str
 
 
@@ -39,7 +40,6 @@ class Context:
     state_bytes_per_elem: float
     act_bytes_per_elem: float
     bytes_per_s: float    # achieved bandwidth of the tier holding weights and KV
-    prefill: bool
 
     def link_for(self, group_chips: int) -> Link | None:
         """The link a collective over `group_chips` chips uses: scale-up while the group fits its domain."""
@@ -91,16 +91,15 @@ def compute_format(hw: HardwareSpec, dep: Deployment, precision_name: str) -> st
     return "bf16"
 
 
-def make_context(model: ModelSpec, hw: HardwareSpec, dep: Deployment, k: Constants, prefill: bool = False) -> Context:
-    fraction = k.prefill_flops_fraction if prefill else k.gemm_flops_fraction
+def make_context(model: ModelSpec, hw: HardwareSpec, dep: Deployment, k: Constants) -> Context:
     rates = {}
     for group in GROUPS:
         name = stored_precision(model, dep, group)
         p = get_precision(name)
         fmt = compute_format(hw, dep, name)
         weight_only = p.value_bits < COMPUTE_BITS[fmt]
-        s_per_flop = (k.dequant_overhead if weight_only else 1.0) / (fraction * hw.peak_flops(fmt))
-        rates[group] = Rate(p.bytes_per_element, s_per_flop, fmt)
+        per_flop = (k.dequant_overhead if weight_only else 1.0) / hw.peak_flops(fmt)
+        rates[group] = Rate(p.bytes_per_element, per_flop / k.gemm_flops_fraction, per_flop / k.prefill_flops_fraction, fmt)
     return Context(
         model=model, hw=hw, dep=dep, k=k, rates=rates,
         kv_bytes_per_elem=get_precision(dep.kv).bytes_per_element,
@@ -108,5 +107,4 @@ def make_context(model: ModelSpec, hw: HardwareSpec, dep: Deployment, k: Constan
         state_bytes_per_elem=get_precision(STATE).bytes_per_element,
         act_bytes_per_elem=get_precision(ACTIVATION).bytes_per_element,
         bytes_per_s=k.hbm_bandwidth_fraction * hw.weight_tier.bandwidth_bytes_per_s,
-        prefill=prefill,
     )

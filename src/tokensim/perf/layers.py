@@ -1,7 +1,8 @@
-"""The ops of one layer for one step on one chip: pure functions of (context, layer, shape).
+"""The ops of one layer for one engine step on one chip: pure functions of (context, layer, batch).
 
-Decode reads the weights the step touches and every sequence's KV; prefill writes KV and is
-usually compute-bound. Formulas follow notes/theory.md sections 1.1-1.4 and 2.
+A step's batch mixes decode sequences (each reads the weights the step touches and its own KV cache) and
+prefill chunks (each writes KV for its new tokens, and reads what earlier chunks cached). Formulas follow
+docs/model.md sections 1-2.
 
 The same functions evaluate one deployment (Python numbers) or many at once: the planner passes numpy
 arrays for the parallel degrees, batch and precisions, and ops that exist only for some of them (a TP
@@ -19,15 +20,52 @@ from tokensim.perf.ops import OpCost
 
 
 @dataclass(frozen=True)
-class Shape:
-    seqs: float          # sequences on one attention rank
-    q_per_seq: float     # query tokens per sequence in this step (1 decode, k+1 verify, prompt length prefill)
-    context_tokens: float  # decode: tokens each sequence attends to; prefill: the prompt length
-    moe_tokens: float    # tokens entering each MoE layer of a replica's stage (summed over attention ranks)
+class Batch:
+    """What one step processes on one attention rank: decode sequences and prefill chunks. Every field is a
+    number, or a numpy array over candidate deployments (the planner)."""
+
+    decode_seqs: float = 0.0             # sequences decoding this step
+    query_per_decode: float = 1.0        # query tokens per decoding sequence: 1, or k + 1 to verify k drafts
+    decode_context: float = 0.0          # tokens in each decoding sequence's cache (their mean)
+    prefill_seqs: float = 0.0            # prompts (or chunks of prompts) being prefilled this step
+    prefill_tokens: float = 0.0          # new tokens of each
+    prefill_cached: float = 0.0          # tokens of its request already cached before this chunk (earlier chunks, prefix hits)
+    prefill_position: float | None = None   # mean tokens a prefill query attends to; default cached + new / 2
+    moe_tokens: float | None = None      # tokens entering each MoE layer of a replica's stage; default tokens x attn_dp
 
     @property
-    def tokens(self) -> float:
-        return self.seqs * self.q_per_seq
+    def decode_tokens(self):
+        return self.decode_seqs * self.query_per_decode
+
+    @property
+    def new_prefill_tokens(self):
+        return self.prefill_seqs * self.prefill_tokens
+
+    @property
+    def tokens(self):
+        return self.decode_tokens + self.new_prefill_tokens
+
+    @property
+    def seqs(self):
+        return self.decode_seqs + self.prefill_seqs
+
+    @property
+    def position(self):
+        if self.prefill_position is not None:
+            return self.prefill_position
+        return self.prefill_cached + self.prefill_tokens / 2.0
+
+    def moe_tokens_for(self, attn_dp):
+        return self.tokens * attn_dp if self.moe_tokens is None else self.moe_tokens
+
+    @staticmethod
+    def decode(seqs, context, query_per_seq=1.0, moe_tokens=None) -> "Batch":
+        return Batch(decode_seqs=seqs, query_per_decode=query_per_seq, decode_context=context, moe_tokens=moe_tokens)
+
+    @staticmethod
+    def prefill(seqs, tokens, position=None, moe_tokens=None, cached=0.0) -> "Batch":
+        return Batch(prefill_seqs=seqs, prefill_tokens=tokens, prefill_cached=cached, prefill_position=position,
+                     moe_tokens=moe_tokens)
 
 
 # Kernel launches per op in a decode step, counted from vLLM/SGLang model code (a structural count, not
@@ -68,17 +106,31 @@ def gemm_efficiency(ctx: Context, rows: float | None) -> float:
     return rows / (rows + ctx.k.gemm_half_rows)
 
 
-def compute_op(ctx: Context, name: str, nbytes: float, flops: float, group: str, kernel_key: str | None = None,
-               rows: float | None = None) -> OpCost:
+def compute_op(ctx: Context, name: str, nbytes, flops, group: str, kernel_key: str | None = None,
+               rows=None, prefill_share=0.0) -> OpCost:
+    """An op reading `nbytes` and computing `flops`; `prefill_share` of the FLOPs belong to prompt tokens and run at
+    the prefill rate, the rest at the decode rate; `rows` (token rows of a GEMM) sets its tile efficiency."""
     rate = ctx.rates[group]
-    return OpCost(name, nbytes, flops, 0.0, "", nbytes / ctx.bytes_per_s, flops * rate.s_per_flop / gemm_efficiency(ctx, rows),
+    s_per_flop = rate.s_per_flop + (rate.s_per_flop_prefill - rate.s_per_flop) * prefill_share
+    return OpCost(name, nbytes, flops, 0.0, "", nbytes / ctx.bytes_per_s, flops * s_per_flop / gemm_efficiency(ctx, rows),
                   0.0, launch_s(ctx, kernel_key or name))
 
 
-def weight_op(ctx: Context, name: str, params_per_chip: float, tokens: float, group: str, kernel_key: str | None = None) -> OpCost:
-    """A GEMM/GEMV over `params_per_chip` weights: read them once, 2 FLOPs per weight per token."""
-    return compute_op(ctx, name, params_per_chip * ctx.rates[group].bytes_per_weight, 2.0 * params_per_chip * tokens,
-                      group, kernel_key, rows=tokens)
+def prefill_share(b: Batch):
+    """Share of the batch's new tokens that are prompt tokens (0 for pure decode, 1 for pure prefill)."""
+    tokens = b.tokens
+    if np.ndim(tokens) == 0:
+        return float(b.new_prefill_tokens / tokens) if tokens else 0.0
+    return np.divide(b.new_prefill_tokens, tokens, out=np.zeros(np.shape(tokens)), where=np.asarray(tokens) > 0)
+
+
+def weight_op(ctx: Context, name: str, params_per_chip, b: Batch, group: str, kernel_key: str | None = None,
+              tokens=None) -> OpCost:
+    """A GEMM/GEMV over `params_per_chip` weights: read them once, 2 FLOPs per weight per token of the batch
+    (or per `tokens` when given: the LM head computes logits only for the tokens that sample)."""
+    t = b.tokens if tokens is None else tokens
+    return compute_op(ctx, name, params_per_chip * ctx.rates[group].bytes_per_weight, 2.0 * params_per_chip * t,
+                      group, kernel_key, rows=t, prefill_share=prefill_share(b))
 
 
 def comm_op(ctx: Context, name: str, nbytes: float, group_chips: int, latency_s: float, peer=False) -> OpCost:
@@ -91,33 +143,48 @@ def kv_shard(att: Attention, tp: int) -> int:
     return np.minimum(tp, att.n_kv_heads) if att.kind == "gqa" else 1
 
 
-def attention_ops(ctx: Context, att: Attention, s: Shape) -> list[OpCost]:
+def _share(part, total):
+    if np.ndim(total) == 0 and np.ndim(part) == 0:
+        return float(part / total) if total else 0.0
+    total = np.asarray(total, dtype=float)
+    return np.divide(part, total, out=np.zeros(np.broadcast_shapes(np.shape(part), total.shape)), where=total > 0)
+
+
+def attention_ops(ctx: Context, att: Attention, b: Batch) -> list[OpCost]:
     tp = ctx.dep.tp
-    ops = [weight_op(ctx, "attn.proj", att.params / tp, s.tokens, "attention", "attn.proj.mla" if att.kind == "mla" else None)]
-    if ctx.prefill:
-        mean_position = s.context_tokens / 2.0
-        nbytes = s.tokens * att.kv_elems_per_token * ctx.kv_bytes_per_elem / kv_shard(att, tp)
-        read, cached = att.read_entries(mean_position), att.cached_entries(mean_position)
-    else:
-        read, cached = att.read_entries(s.context_tokens), att.cached_entries(s.context_tokens)
-        nbytes = s.seqs * (read * att.kv_elems_per_token * ctx.kv_bytes_per_elem / kv_shard(att, tp)
-                           + cached * att.indexer_elems_per_token * ctx.index_bytes_per_elem)
+    ops = [weight_op(ctx, "attn.proj", att.params / tp, b, "attention", "attn.proj.mla" if att.kind == "mla" else None)]
+    entry = att.kv_elems_per_token * ctx.kv_bytes_per_elem / kv_shard(att, tp)
+    index_entry = att.indexer_elems_per_token * ctx.index_bytes_per_elem
     pair = att.score_flops_per_pair
-    if ctx.prefill and att.kind == "mla":
+    # decode: every sequence reads its cache once for its q query tokens
+    read, cached = att.read_entries(b.decode_context), att.cached_entries(b.decode_context)
+    nbytes = b.decode_seqs * (read * entry + cached * index_entry)
+    flops_decode = b.decode_tokens * (pair * read + att.indexer_flops_per_pair * cached) / tp
+    # prefill: new tokens write their KV; a chunk after earlier chunks (or a prefix hit) reads what they cached
+    pos = b.position
+    nbytes = nbytes + b.new_prefill_tokens * entry
+    if np.any(b.prefill_cached):
+        nbytes = nbytes + b.prefill_seqs * (att.read_entries(b.prefill_cached) * entry
+                                            + att.cached_entries(b.prefill_cached) * index_entry)
+    prefill_pair = pair
+    if att.kind == "mla":
         # prefill runs MLA un-absorbed (keys and values expanded per head), as vLLM and SGLang do:
         # 2 x heads x (qk width + v width) per pair instead of the absorbed 2 x heads x (2 x latent + rope)
-        pair = 2 * att.n_heads * (att.head_dim + att.v_head_dim)
-    flops = s.tokens * (pair * read + att.indexer_flops_per_pair * cached) / tp
-    ops.append(compute_op(ctx, "attn.core", nbytes, flops, "attention"))
+        prefill_pair = 2 * att.n_heads * (att.head_dim + att.v_head_dim)
+    flops_prefill = b.new_prefill_tokens * (prefill_pair * att.read_entries(pos)
+                                            + att.indexer_flops_per_pair * att.cached_entries(pos)) / tp
+    flops = flops_decode + flops_prefill
+    ops.append(compute_op(ctx, "attn.core", nbytes, flops, "attention", prefill_share=_share(flops_prefill, flops)))
     return ops
 
 
-def linear_mixer_ops(ctx: Context, mix: LinearMixer, s: Shape) -> list[OpCost]:
+def linear_mixer_ops(ctx: Context, mix: LinearMixer, b: Batch) -> list[OpCost]:
     tp = ctx.dep.tp
-    state_bytes = 2.0 * s.seqs * mix.state_elems * ctx.state_bytes_per_elem / tp      # read and write the state once per step
+    state_bytes = 2.0 * b.seqs * mix.state_elems * ctx.state_bytes_per_elem / tp      # read and write the state once per step
     return [
-        weight_op(ctx, "linear.proj", mix.params / tp, s.tokens, "attention"),
-        compute_op(ctx, "linear.state", state_bytes, s.tokens * mix.flops_per_token / tp, "attention"),
+        weight_op(ctx, "linear.proj", mix.params / tp, b, "attention"),
+        compute_op(ctx, "linear.state", state_bytes, b.tokens * mix.flops_per_token / tp, "attention",
+                   prefill_share=prefill_share(b)),
     ]
 
 
@@ -126,58 +193,61 @@ def expected_experts_touched(n_experts: int, top_k: int, tokens: float) -> float
     return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
 
 
-def moe_ops(ctx: Context, moe: MoE, s: Shape) -> list[OpCost]:
+def moe_ops(ctx: Context, moe: MoE, b: Batch) -> list[OpCost]:
     dep, k = ctx.dep, ctx.k
     ops = []
     always_on = moe.shared_params + moe.router_params + moe.latent_params
     if always_on:
-        ops.append(weight_op(ctx, "moe.shared", always_on / dep.tp, s.tokens, "shared_experts"))
+        ops.append(weight_op(ctx, "moe.shared", always_on / dep.tp, b, "shared_experts"))
     imbalance = np.where(dep.ep > 1, k.moe_load_imbalance, 1.0)
     if np.ndim(imbalance) == 0:
         imbalance = float(imbalance)
+    moe_tokens = b.moe_tokens_for(dep.attn_dp)
     slots = (moe.n_experts + dep.redundant_experts) / moe.n_experts
-    distinct = expected_experts_touched(moe.n_experts, moe.top_k, s.moe_tokens)
+    distinct = expected_experts_touched(moe.n_experts, moe.top_k, moe_tokens)
     touched = distinct * slots / dep.ep
     rate = ctx.rates["routed_experts"]
     nbytes = imbalance * touched * moe.expert_params / dep.moe_tp * rate.bytes_per_weight
-    flops = imbalance * 2.0 * s.moe_tokens * moe.top_k * moe.expert_params / (dep.ep * dep.moe_tp)
-    rows_per_expert = s.moe_tokens * moe.top_k / np.maximum(distinct, 1e-9)
-    ops.append(compute_op(ctx, "moe.experts", nbytes, flops, "routed_experts", rows=rows_per_expert))
+    flops = imbalance * 2.0 * moe_tokens * moe.top_k * moe.expert_params / (dep.ep * dep.moe_tp)
+    rows_per_expert = moe_tokens * moe.top_k / np.maximum(distinct, 1e-9)
+    ops.append(compute_op(ctx, "moe.experts", nbytes, flops, "routed_experts", rows=rows_per_expert,
+                          prefill_share=prefill_share(b)))
+    tokens = b.tokens
     gather = (dep.attn_dp > 1) & (dep.ep < dep.stage_chips)
     if needed(gather):
         # attention-DP ranks hand their tokens to experts split across ranks (SGLang dp_gather / dp_scatter):
         # every chip receives the other ranks' tokens before the experts and returns their partial sums after
-        nbytes = (s.moe_tokens - s.tokens) * ctx.model.hidden_size * ctx.act_bytes_per_elem
+        nbytes = (moe_tokens - tokens) * ctx.model.hidden_size * ctx.act_bytes_per_elem
         for name in ("dp.gather", "dp.scatter"):
             ops.append(gated(comm_op(ctx, name, nbytes, dep.stage_chips, k.collective_latency_s), gather))
     if needed(dep.ep > 1):
-        per_chip_tokens = s.moe_tokens / dep.stage_chips
+        per_chip_tokens = moe_tokens / dep.stage_chips
         nbytes = per_chip_tokens * moe.top_k * ctx.model.hidden_size * ctx.act_bytes_per_elem * (dep.ep - 1) / dep.ep
         for name in ("ep.dispatch", "ep.combine"):
             ops.append(gated(comm_op(ctx, name, nbytes, dep.ep, k.all_to_all_latency_s), dep.ep > 1))
     return ops
 
 
-def allreduce_op(ctx: Context, tokens: float) -> OpCost:
+def allreduce_op(ctx: Context, tokens) -> OpCost:
     tp = ctx.dep.tp
     nbytes = 2.0 * (tp - 1) / tp * tokens * ctx.model.hidden_size * ctx.act_bytes_per_elem     # ring all-reduce traffic per chip
     return comm_op(ctx, "tp.allreduce", nbytes, tp, ctx.k.collective_latency_s, peer=tp == 2)   # two chips share one link
 
 
-def layer_ops(ctx: Context, layer: Layer, s: Shape) -> list[OpCost]:
+def layer_ops(ctx: Context, layer: Layer, b: Batch) -> list[OpCost]:
     ops: list[OpCost] = []
     if isinstance(layer.mixer, Attention):
-        ops += attention_ops(ctx, layer.mixer, s)
+        ops += attention_ops(ctx, layer.mixer, b)
     elif isinstance(layer.mixer, LinearMixer):
-        ops += linear_mixer_ops(ctx, layer.mixer, s)
+        ops += linear_mixer_ops(ctx, layer.mixer, b)
     if layer.mixer is not None and needed(ctx.dep.tp > 1):
-        ops.append(gated(allreduce_op(ctx, s.tokens), ctx.dep.tp > 1))
+        ops.append(gated(allreduce_op(ctx, b.tokens), ctx.dep.tp > 1))
     if isinstance(layer.ffn, DenseFFN):
-        ops.append(weight_op(ctx, "ffn", layer.ffn.params / ctx.dep.tp, s.tokens, "dense_ffn"))
+        ops.append(weight_op(ctx, "ffn", layer.ffn.params / ctx.dep.tp, b, "dense_ffn"))
     elif isinstance(layer.ffn, MoE):
-        ops += moe_ops(ctx, layer.ffn, s)
+        ops += moe_ops(ctx, layer.ffn, b)
     if layer.ffn is not None and needed(ctx.dep.tp > 1):
-        ops.append(gated(allreduce_op(ctx, s.tokens), ctx.dep.tp > 1))
+        ops.append(gated(allreduce_op(ctx, b.tokens), ctx.dep.tp > 1))
     if needed(ctx.dep.overlap_comm):
         ops = hide_comm(ops, ctx.dep.overlap_comm)
     if ctx.k.layer_latency_s:

@@ -1,4 +1,8 @@
-"""One step of the whole model: layers grouped into pipeline stages, LM head, hops, host time."""
+"""One engine step of the whole model: layers grouped into pipeline stages, LM head, hops, host time.
+
+`step_cost(ctx, batch)` is the one cost function every prediction goes through: `predict`, the planner
+(numpy arrays over candidate deployments), attention-FFN and prefill-decode disaggregation, validation and
+the serving simulator (a batch of any mix of decode sequences and prefill chunks)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokensim.perf.context import Context
-from tokensim.perf.layers import Shape, comm_op, layer_ops, weight_op
+from tokensim.perf.layers import Batch, comm_op, layer_ops, weight_op
 from tokensim.perf.ops import OpCost, OpSummary, summarize
 
 
@@ -42,7 +46,7 @@ def layer_groups(ctx: Context) -> list[dict]:
     return groups
 
 
-def step_cost(ctx: Context, shape: Shape, head: bool = True) -> StepCost:
+def step_cost(ctx: Context, batch: Batch, head: bool = True) -> StepCost:
     """`head`: the LM head runs on the last stage (False for a pool that holds only FFN/experts)."""
     dep, model = ctx.dep, ctx.model
     ops: list[tuple[OpCost, int]] = []
@@ -54,15 +58,16 @@ def step_cost(ctx: Context, shape: Shape, head: bool = True) -> StepCost:
         t = b = f = busy = 0.0
         for layer, count in group.items():
             if layer not in per_layer:
-                lops = layer_ops(ctx, layer, shape)
+                lops = layer_ops(ctx, layer, batch)
                 per_layer[layer] = (lops, sum(o.time_s for o in lops), sum(o.bytes for o in lops),
                                     sum(o.flops for o in lops), sum(o.busy_s for o in lops))
             lops, lt, lb, lf, lbusy = per_layer[layer]
             ops.extend((op.scaled(count), count) for op in lops)
             t, b, f, busy = t + lt * count, b + lb * count, f + lf * count, busy + lbusy * count
         if head and index == len(groups) - 1:
-            logits_tokens = shape.seqs if ctx.prefill else shape.tokens
-            lm = weight_op(ctx, "lm_head", model.lm_head_matmul_params / dep.tp, logits_tokens, "lm_head")
+            # logits for every decode query token and for the last token of each prefill chunk
+            logits_tokens = batch.decode_tokens + batch.prefill_seqs
+            lm = weight_op(ctx, "lm_head", model.lm_head_matmul_params / dep.tp, batch, "lm_head", tokens=logits_tokens)
             ops.append((lm, 1))
             t, b, f, busy = t + lm.time_s, b + lm.bytes, f + lm.flops, busy + lm.busy_s
         stage_s.append(t)
@@ -72,12 +77,12 @@ def step_cost(ctx: Context, shape: Shape, head: bool = True) -> StepCost:
     hop = 0.0
     if dep.pp > 1:
         # one stage hands its activations to the next: a point-to-point transfer inside one replica
-        hop_op = comm_op(ctx, "pp.hop", shape.tokens * model.hidden_size * ctx.act_bytes_per_elem, dep.stage_chips * dep.pp,
+        hop_op = comm_op(ctx, "pp.hop", batch.tokens * model.hidden_size * ctx.act_bytes_per_elem, dep.stage_chips * dep.pp,
                          ctx.k.stage_hop_latency_s, peer=True)
         ops.append((hop_op.scaled(dep.pp - 1), dep.pp - 1))
         hop = hop_op.time_s
     # host time per step: a fixed part plus a part per running sequence (scheduling, sampling, detokenizing)
-    host = ctx.k.host_overhead_s + ctx.k.host_overhead_per_seq_s * shape.seqs * ctx.dep.attn_dp
+    host = ctx.k.host_overhead_s + ctx.k.host_overhead_per_seq_s * batch.seqs * ctx.dep.attn_dp
     if np.any(host):
         ops.append((OpCost("host", 0.0, 0.0, 0.0, "", 0.0, 0.0, 0.0, host), 1))
     return StepCost(tuple(stage_s), hop, host, tuple(ops), tuple(stage_bytes), tuple(stage_flops), tuple(stage_busy))

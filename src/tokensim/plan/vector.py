@@ -11,16 +11,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tokensim.perf.constants import for_hardware
+from tokensim.perf.constants import ConstantsTable, for_hardware
 from tokensim.perf.context import make_context
-from tokensim.perf.layers import Shape, layer_ops, weight_op
-from tokensim.perf.step import step_cost
 from tokensim.deploy.deployment import Deployment, SpecDecode
 from tokensim.perf.energy import SECONDS_PER_HOUR, power_w
 from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.perf.memory import stage_memory
 from tokensim.specs.model.spec import ModelSpec
-from tokensim.prediction.predictor import chip_utilization, decode_context
+from tokensim.prediction.predictor import batch_prefill_step, chip_utilization, decode_step, ttft_step
 
 
 @dataclass(frozen=True)
@@ -83,52 +81,32 @@ class Group:
 
 
 def evaluate_group(model: ModelSpec, hw: HardwareSpec, g: Group, input_tokens: int, output_tokens: int,
-                   spec: SpecDecode | None, engine: str = "default") -> dict[str, np.ndarray]:
-    """Every number `predict` gives that the planner needs, for each candidate of the group."""
+                   spec: SpecDecode | None, engine: str = "default", constants: ConstantsTable | None = None) -> dict[str, np.ndarray]:
+    """Every number `predict` gives that the planner needs, for each candidate of the group: the decode cycle,
+    TTFT and batch prefill come from the same functions `predict_deployment` calls, on arrays."""
     n = len(g.tp)
     vec = VecDeployment(tp=g.tp, ep=g.ep, dp=g.dp, attn_dp=g.attn_dp, batch=g.batch, overlap_comm=g.ep > 1,
                         redundant_experts=np.zeros(n, dtype=int), pp=g.pp, weights=g.weights,
                         expert_weights=g.expert_weights, kv=g.kv, input_tokens=input_tokens,
                         output_tokens=output_tokens, engine=engine)
-    k = for_hardware(hw, engine)
+    k = for_hardware(hw, engine, constants)
     scalar = Deployment(pp=g.pp, weights=g.weights, expert_weights=g.expert_weights, kv=g.kv, engine=engine,
                         input_tokens=input_tokens, output_tokens=output_tokens)
     ctx = replace(make_context(model, hw, scalar, k), dep=vec)
-    pctx = replace(make_context(model, hw, scalar, k, prefill=True), dep=vec)
-    context = decode_context(vec)
-
-    seqs = vec.seqs_per_rank.astype(float)
-    micro = np.minimum(g.pp, seqs)
-    draft_tokens = spec.draft_tokens if spec else 0
-    q = 1.0 + draft_tokens * g.spec_on
-    mb = seqs / micro
-    cost = step_cost(ctx, Shape(mb, q, context, mb * g.attn_dp * q))
-    stage_max = np.maximum.reduce([np.broadcast_to(s, (n,)) for s in cost.stage_s])
-    cycle = np.maximum(cost.latency_s, micro * stage_max + cost.host_s)
-    tokens_per_step = np.where(g.spec_on, spec.expected_tokens_per_step if spec else 1.0, 1.0)
-    if spec is not None and np.any(g.spec_on):
-        shape = Shape(seqs, 1.0, context, seqs * g.attn_dp)
-        head = layer_ops(ctx, model.layers[-1], shape)
-        head.append(weight_op(ctx, "lm_head", model.lm_head_matmul_params / g.tp, seqs, "lm_head"))
-        cycle = cycle + g.spec_on * draft_tokens * sum(op.time_s for op in head)
-    tpot = cycle / tokens_per_step
-
-    chunks = min(g.pp, input_tokens)
-    qp = input_tokens / chunks
-    pre = step_cost(pctx, Shape(np.ones(n), qp, float(input_tokens), qp * np.ones(n)))
-    pre_max = np.maximum.reduce([np.broadcast_to(s, (n,)) for s in pre.stage_s])
-    ttft = pre.latency_s + (chunks - 1) * pre_max
-
+    step = decode_step(ctx, spec, g.spec_on)
+    tpot = step.tpot_s
+    _, ttft = ttft_step(ctx)
     # every prompt of the batch prefilled once (predictor.batch_prefill_s): what aggregated serving interleaves
-    batch_pre = step_cost(pctx, Shape(seqs, float(input_tokens), float(input_tokens), seqs * g.attn_dp * input_tokens))
+    batch_pre = batch_prefill_step(ctx)
 
     stages = stage_memory(ctx, input_tokens + output_tokens)
+    seqs = vec.seqs_per_rank.astype(float)
     per_chip = np.maximum.reduce([np.broadcast_to(w + kv * seqs, (n,)) for w, kv in stages])
     capacity = k.usable_memory_fraction * hw.capacity_bytes
 
     throughput = g.batch / tpot
     chips = vec.chips
-    u = chip_utilization([np.broadcast_to(b, (n,)) for b in cost.stage_busy_s], micro, cycle)
+    u = chip_utilization([np.broadcast_to(b, (n,)) for b in step.cost.stage_busy_s], step.micro, step.cycle_s)
     power = power_w(hw, chips, u)
     price = hw.price_usd_per_hour
     usd = chips * price / SECONDS_PER_HOUR / throughput * 1e6 if price else np.full(n, np.nan)

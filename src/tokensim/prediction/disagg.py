@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from tokensim.perf.constants import for_hardware
+from tokensim.perf.constants import ConstantsTable, table_or_default
 from tokensim.perf.context import make_context
-from tokensim.perf.layers import Shape
+from tokensim.perf.layers import Batch
 from tokensim.perf.ops import OpCost, summarize
 from tokensim.perf.step import step_cost
 from tokensim.deploy.deployment import Deployment
@@ -47,8 +47,8 @@ def ffn_part(model: ModelSpec) -> ModelSpec:
     return replace(model, layers=tuple(Layer(None, l.ffn, 0) for l in model.layers), embed_params=0, lm_head_params=0)
 
 
-def _check_pool(model: ModelSpec, hw: HardwareSpec, dep: Deployment, head: bool, pool: str) -> None:
-    ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine))
+def _check_pool(model: ModelSpec, hw: HardwareSpec, dep: Deployment, head: bool, pool: str, table: ConstantsTable) -> None:
+    ctx = make_context(model, hw, dep, table.for_hardware(hw, dep.engine))
     use = memory_use(ctx, dep.batch, dep.input_tokens + dep.output_tokens, head=head)
     if not use.fits:
         raise TokensimError(
@@ -59,7 +59,8 @@ def _check_pool(model: ModelSpec, hw: HardwareSpec, dep: Deployment, head: bool,
 
 
 def predict_afd(model: ModelSpec, attn_hw: HardwareSpec, attn_dep: Deployment, ffn_hw: HardwareSpec,
-                ffn_dep: Deployment, link: LinkSpec, micro_batches: int = 2) -> Prediction:
+                ffn_dep: Deployment, link: LinkSpec, micro_batches: int = 2,
+                constants: ConstantsTable | None = None) -> Prediction:
     """Tokens/s per user and throughput with attention on one pool and FFN/experts on another."""
     require(micro_batches >= 1, "afd.micro_batches", micro_batches, "an integer >= 1")
     require(attn_dep.pp == 1, "attention.pp", attn_dep.pp, "1 (the attention pool holds every layer's attention)")
@@ -68,15 +69,16 @@ def predict_afd(model: ModelSpec, attn_hw: HardwareSpec, attn_dep: Deployment, f
     a_model, f_model = attention_part(model), ffn_part(model)
     check_against_model(a_model, attn_dep)
     check_against_model(f_model, replace(ffn_dep, tp=1))
-    _check_pool(a_model, attn_hw, attn_dep, True, "attention")
-    _check_pool(f_model, ffn_hw, ffn_dep, False, "FFN")
+    table = table_or_default(constants)
+    _check_pool(a_model, attn_hw, attn_dep, True, "attention", table)
+    _check_pool(f_model, ffn_hw, ffn_dep, False, "FFN", table)
     m = min(micro_batches, attn_dep.batch)
-    ctx_a = make_context(a_model, attn_hw, attn_dep, for_hardware(attn_hw, attn_dep.engine))
-    ctx_f = make_context(f_model, ffn_hw, ffn_dep, for_hardware(ffn_hw, ffn_dep.engine))
+    ctx_a = make_context(a_model, attn_hw, attn_dep, table.for_hardware(attn_hw, attn_dep.engine))
+    ctx_f = make_context(f_model, ffn_hw, ffn_dep, table.for_hardware(ffn_hw, ffn_dep.engine))
     seqs = attn_dep.seqs_per_rank / m
     tokens = attn_dep.batch / m                       # tokens of one micro-batch crossing per layer
-    a = step_cost(ctx_a, Shape(seqs, 1.0, decode_context(attn_dep), seqs * attn_dep.attn_dp))
-    f = step_cost(ctx_f, Shape(tokens / ffn_dep.dp, 1.0, decode_context(attn_dep), tokens / ffn_dep.dp), head=False)
+    a = step_cost(ctx_a, Batch.decode(seqs, decode_context(attn_dep), moe_tokens=seqs * attn_dep.attn_dp))
+    f = step_cost(ctx_f, Batch.decode(tokens / ffn_dep.dp, decode_context(attn_dep), moe_tokens=tokens / ffn_dep.dp), head=False)
     n = model.n_layers
     nbytes = tokens * model.hidden_size * ctx_a.act_bytes_per_elem / attn_dep.chips      # per sending chip, one direction
     x = link.latency_s + nbytes / link.bandwidth_bytes_per_s
@@ -88,7 +90,7 @@ def predict_afd(model: ModelSpec, attn_hw: HardwareSpec, attn_dep: Deployment, f
     transfer = OpCost("afd.transfer", 0.0, 0.0, 2 * nbytes * n, link.name, 0.0, 0.0, 2 * x * n, 0.0)
     ops = [(o.scaled(m), c) for o, c in a.ops] + [(o.scaled(m), c) for o, c in f.ops if o.name != "pp.hop"]
     ops.append((transfer.scaled(m), 2 * n))
-    base = predict_deployment(a_model, attn_hw, attn_dep)
+    base = predict_deployment(a_model, attn_hw, attn_dep, constants=table)
     chips = attn_dep.chips + ffn_dep.chips
     throughput = attn_dep.batch / tpot
     # power and cost over both pools; each pool's chips are busy m times their busy time per token step
@@ -104,9 +106,8 @@ def predict_afd(model: ModelSpec, attn_hw: HardwareSpec, attn_dep: Deployment, f
         tco = (tco_a + tco_f + power / 1e3 * cost_assumptions()["pue"] * cost_assumptions()["electricity_usd_per_kwh"]) \
             / SECONDS_PER_HOUR / throughput * 1e6
     # TTFT: the prompt's attention on pool A (as predicted for it), its FFN on pool B, and 2 crossings per layer
-    pctx_f = make_context(f_model, ffn_hw, ffn_dep, for_hardware(ffn_hw, ffn_dep.engine), prefill=True)
-    pre_f = step_cost(pctx_f, Shape(1.0, float(attn_dep.input_tokens), float(attn_dep.input_tokens),
-                                    float(attn_dep.input_tokens)), head=False)
+    n_in = float(attn_dep.input_tokens)
+    pre_f = step_cost(ctx_f, Batch.prefill(1.0, n_in, position=n_in / 2.0, moe_tokens=n_in), head=False)
     prompt_x = 2 * n * (link.latency_s + attn_dep.input_tokens * model.hidden_size * ctx_a.act_bytes_per_elem
                         / (attn_dep.chips * link.bandwidth_bytes_per_s))
     ttft = base.ttft_s + sum(pre_f.stage_s) + prompt_x
@@ -131,11 +132,11 @@ def predict_afd(model: ModelSpec, attn_hw: HardwareSpec, attn_dep: Deployment, f
 
 
 def predict_pd(model: ModelSpec, prefill_hw: HardwareSpec, prefill_dep: Deployment, decode_hw: HardwareSpec,
-               decode_dep: Deployment, link: LinkSpec) -> Prediction:
+               decode_dep: Deployment, link: LinkSpec, constants: ConstantsTable | None = None) -> Prediction:
     """Prefill on one pool, decode on another: TTFT adds the KV transfer; speed comes from the decode pool."""
     prefill = predict_deployment(model, prefill_hw, replace(prefill_dep, batch=1, input_tokens=decode_dep.input_tokens,
-                                                             output_tokens=decode_dep.output_tokens))
-    decode = predict_deployment(model, decode_hw, decode_dep)
+                                                             output_tokens=decode_dep.output_tokens), constants=constants)
+    decode = predict_deployment(model, decode_hw, decode_dep, constants=constants)
     kv = decode_dep.input_tokens * kv_bytes_per_token(model, decode_dep.kv)
     transfer_s = link.latency_s + kv / (link.bandwidth_bytes_per_s * prefill_dep.chips)
     ttft = prefill.ttft_s + transfer_s + decode.time_per_output_token_s

@@ -4,9 +4,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from tokensim.perf.constants import for_hardware
-from tokensim.perf.context import make_context
-from tokensim.perf.layers import Shape, layer_ops, weight_op
+import numpy as np
+
+from tokensim.perf.constants import ConstantsTable, for_hardware, table_or_default
+from tokensim.perf.context import Context, make_context
+from tokensim.perf.layers import Batch, layer_ops, weight_op
 from tokensim.perf.ops import OpSummary
 from tokensim.perf.step import StepCost, step_cost
 from tokensim.deploy.deployment import Deployment, SpecDecode
@@ -82,64 +84,110 @@ def chip_utilization(stage_busy_s, micro, cycle):
     return micro * sum(stage_busy_s) / (len(stage_busy_s) * cycle)
 
 
-def decode_context(dep: Deployment) -> float:
+def decode_context(dep) -> float:
     """Mean tokens attended over the generation: the prompt plus half the output."""
     return dep.input_tokens + dep.output_tokens / 2.0
 
 
-def _draft_step_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment, seqs: float) -> float:
+@dataclass(frozen=True)
+class DecodeStep:
+    """One decode cycle of a deployment (numbers, or arrays over the planner's candidates)."""
+
+    cost: StepCost
+    cycle_s: object            # one token step of every micro-batch, drafts included
+    tokens_per_step: object    # expected tokens per sequence per cycle (1 without speculative decoding)
+    micro: object              # pipeline micro-batches in flight
+
+    @property
+    def tpot_s(self):
+        return self.cycle_s / self.tokens_per_step
+
+
+def _stage_max(stage_s, like):
+    return np.maximum.reduce([np.broadcast_to(s, np.shape(like)) for s in stage_s]) if np.ndim(like) else max(stage_s)
+
+
+def decode_step(ctx: Context, spec: SpecDecode | None, spec_on=True) -> DecodeStep:
+    """The decode cycle of ctx.dep at its batch: micro-batches through the stages, host time, draft tokens.
+    `spec_on` (bool or a mask over candidates) switches speculative decoding with `spec`."""
+    dep, model = ctx.dep, ctx.model
+    seqs = dep.seqs_per_rank
+    if np.ndim(seqs):
+        seqs = seqs.astype(float)
+    micro = dep.micro_batches or np.minimum(dep.pp, seqs)
+    micro = np.minimum(micro, seqs)
+    if np.ndim(micro) == 0:
+        micro = int(micro)
+    k = spec.draft_tokens if spec else 0
+    q = 1.0 + k * spec_on
+    mb_seqs = seqs / micro
+    cost = step_cost(ctx, Batch.decode(mb_seqs, decode_context(dep), q, moe_tokens=mb_seqs * dep.attn_dp * q))
+    cycle = np.maximum(cost.latency_s, micro * _stage_max(cost.stage_s, seqs) + cost.host_s)
+    tokens_per_step = np.where(spec_on, spec.expected_tokens_per_step, 1.0) if spec else 1.0
+    if spec is not None and np.any(spec_on):
+        cycle = cycle + spec_on * k * draft_step_s(ctx, spec, seqs)
+    if np.ndim(cycle) == 0:
+        cycle, tokens_per_step = float(cycle), float(tokens_per_step)
+    return DecodeStep(cost, cycle, tokens_per_step, micro)
+
+
+def draft_step_s(ctx: Context, spec: SpecDecode, seqs):
     """Time of one draft token for `seqs` sequences: an MTP/EAGLE head (one layer + LM head) or a draft model's step."""
-    spec = dep.spec
+    dep, model = ctx.dep, ctx.model
+    b = Batch.decode(seqs, decode_context(dep), 1.0, moe_tokens=seqs * dep.attn_dp)
     if spec.method == "draft":
         draft = load_model(spec.draft_model)
         ddep = replace(dep, pp=1, stage_layers=None, ep=1, spec=None, weights=None, expert_weights=None)
-        ctx = make_context(draft, hw, ddep, for_hardware(hw, dep.engine))
-        shape = Shape(seqs, 1.0, decode_context(dep), seqs * dep.attn_dp)
-        cost = step_cost(ctx, shape)
+        cost = step_cost(make_context(draft, ctx.hw, ddep, ctx.k), b)
         return cost.latency_s - cost.host_s
-    ctx = make_context(model, hw, replace(dep, spec=None), for_hardware(hw, dep.engine))
-    shape = Shape(seqs, 1.0, decode_context(dep), seqs * dep.attn_dp)
-    head = layer_ops(ctx, model.layers[-1], shape)
-    head.append(weight_op(ctx, "lm_head", model.lm_head_matmul_params / dep.tp, seqs, "lm_head"))
+    head = layer_ops(ctx, model.layers[-1], b)
+    head.append(weight_op(ctx, "lm_head", model.lm_head_matmul_params / dep.tp, b, "lm_head"))
     return sum(op.time_s for op in head)
 
 
-def _ttft(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> tuple[StepCost, float]:
-    ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine), prefill=True)
-    chunks = min(dep.pp, dep.input_tokens)
+def ttft_step(ctx: Context) -> tuple[StepCost, object]:
+    """Prefill of one prompt, in min(pp, prompt) chunks pipelined through the stages: (step of one chunk, TTFT)."""
+    dep = ctx.dep
+    chunks = np.minimum(dep.pp, dep.input_tokens)
     q = dep.input_tokens / chunks
-    cost = step_cost(ctx, Shape(1.0, q, float(dep.input_tokens), q))
-    ttft = cost.latency_s + (chunks - 1) * max(cost.stage_s)
+    cost = step_cost(ctx, Batch.prefill(1.0, q, position=dep.input_tokens / 2.0, moe_tokens=q))
+    ttft = cost.latency_s + (chunks - 1) * _stage_max(cost.stage_s, cost.latency_s)
     return cost, ttft
 
 
-def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assumptions: tuple[str, ...] = (),
-                       check_fit: bool = True) -> Prediction:
-    """`check_fit=False` predicts a deployment whose weights and KV would not fit (what-if steps of `compare`)."""
-    check_against_model(model, dep)
-    err = fit_error(model, hw, dep) if check_fit else None
-    if err is not None:
-        raise err
-    k = for_hardware(hw, dep.engine)
-    ctx = make_context(model, hw, dep, k)
+def batch_prefill_step(ctx: Context) -> StepCost:
+    """One prefill step holding every prompt of the batch (weights read once per stage)."""
+    dep = ctx.dep
     seqs = dep.seqs_per_rank
-    micro = dep.micro_batches or min(dep.pp, seqs)
-    micro = min(micro, seqs)
-    q = 1.0 + (dep.spec.draft_tokens if dep.spec else 0)
-    mb_seqs = seqs / micro
-    shape = Shape(mb_seqs, q, decode_context(dep), mb_seqs * dep.attn_dp * q)
-    cost = step_cost(ctx, shape)
-    cycle = max(cost.latency_s, micro * max(cost.stage_s) + cost.host_s)
-    tokens_per_step = dep.spec.expected_tokens_per_step if dep.spec else 1.0
-    if dep.spec:
-        cycle += dep.spec.draft_tokens * _draft_step_s(model, hw, dep, seqs)
-    tpot = cycle / tokens_per_step
-    prefill_cost, ttft = _ttft(model, hw, dep)
-    use = memory_use(ctx, dep.batch, dep.input_tokens + dep.output_tokens)
+    return step_cost(ctx, Batch.prefill(seqs * 1.0, float(dep.input_tokens), position=dep.input_tokens / 2.0,
+                                        moe_tokens=seqs * dep.attn_dp * float(dep.input_tokens)))
+
+
+def peak_bounds(hw: HardwareSpec, ctx: Context, cost: StepCost, micro) -> tuple[float, float]:
+    """Step time bounds at datasheet peaks: bandwidth alone, and max(bandwidth, compute) per stage."""
     peak_bw = hw.weight_tier.bandwidth_bytes_per_s
     peak_f = hw.peak_flops(max((r.compute for r in ctx.rates.values()), key=hw.peak_flops))
-    mem_bound = pipeline_bound([b / peak_bw for b in cost.stage_bytes], micro)
+    mem = pipeline_bound([b / peak_bw for b in cost.stage_bytes], micro)
     roof = pipeline_bound([max(b / peak_bw, f / peak_f) for b, f in zip(cost.stage_bytes, cost.stage_flops)], micro)
+    return mem, roof
+
+
+def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assumptions: tuple[str, ...] = (),
+                       check_fit: bool = True, constants: ConstantsTable | None = None) -> Prediction:
+    """`check_fit=False` predicts a deployment whose weights and KV would not fit (what-if steps of `compare`).
+    `constants`: the table of empirical constants to use (default: the shipped one)."""
+    check_against_model(model, dep)
+    table = table_or_default(constants)
+    err = fit_error(model, hw, dep, table) if check_fit else None
+    if err is not None:
+        raise err
+    ctx = make_context(model, hw, dep, table.for_hardware(hw, dep.engine))
+    step = decode_step(ctx, dep.spec)
+    cost, cycle, micro = step.cost, step.cycle_s, step.micro
+    tpot = step.tpot_s
+    prefill_cost, ttft = ttft_step(ctx)
+    use = memory_use(ctx, dep.batch, dep.input_tokens + dep.output_tokens)
+    mem_bound, roof = peak_bounds(hw, ctx, cost, micro)
     throughput = dep.batch / tpot
     full_context = dep.input_tokens + dep.output_tokens
     mb = max_batch(ctx, full_context)
@@ -151,7 +199,7 @@ def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assu
     first = band(residuals, hw.family, "ttft_s", 1.0 / ttft)
     return Prediction(
         model=model.name, hardware=hw.name, deployment=dep, chips=dep.chips,
-        tokens_per_s_per_user=1.0 / tpot, time_per_output_token_s=tpot, ttft_s=ttft,
+        tokens_per_s_per_user=1.0 / tpot, time_per_output_token_s=tpot, ttft_s=float(ttft),
         throughput_tokens_per_s=throughput,
         throughput_tokens_per_s_per_chip=throughput / dep.chips,
         throughput_tokens_per_s_per_system=throughput / dep.chips * min(system_chips, dep.chips),
@@ -161,9 +209,9 @@ def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assu
         max_batch=mb,
         min_chips=fewest_by_capacity(ctx, use.capacity_per_chip_bytes),
         bytes_per_step_per_chip=max(cost.stage_bytes),
-        bandwidth_bound_tokens_per_s_per_user=tokens_per_step / mem_bound if mem_bound else math.inf,
-        roofline_bound_tokens_per_s_per_user=tokens_per_step / roof if roof else math.inf,
-        tokens_per_step=tokens_per_step,
+        bandwidth_bound_tokens_per_s_per_user=step.tokens_per_step / mem_bound if mem_bound else math.inf,
+        roofline_bound_tokens_per_s_per_user=step.tokens_per_step / roof if roof else math.inf,
+        tokens_per_step=step.tokens_per_step,
         breakdown=cost.breakdown(), prefill_breakdown=prefill_cost.breakdown(),
         assumptions=assumptions,
         power_w=power.power_w, tokens_per_joule=power.tokens_per_joule,
@@ -199,6 +247,7 @@ def predict(
     spec: SpecDecode | None = None,
     micro_batches: int | None = None,
     overlap_comm: bool = False,
+    constants: ConstantsTable | None = None,
 ) -> Prediction:
     """Predict decode speed, TTFT, throughput and memory. Names come from the catalogs (`tokensim models`,
     `tokensim hardware`) or are paths to a config.json / hardware TOML. With no chips, tp or pp given,
@@ -210,31 +259,30 @@ def predict(
                   micro_batches=micro_batches, overlap_comm=overlap_comm)
     dep, how = resolve_layout(m, hw, fields, chips=chips, tp=tp, pp=pp)
     notes = [f"layout: {how}"] if how else []
-    return predict_deployment(m, hw, dep, tuple(notes))
+    return predict_deployment(m, hw, dep, tuple(notes), constants=constants)
 
 
-def batch_prefill_cost(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> StepCost:
+def batch_prefill_cost(model: ModelSpec, hw: HardwareSpec, dep: Deployment, constants: ConstantsTable | None = None) -> StepCost:
     """One prefill step holding every prompt of the batch (weights read once per stage)."""
-    ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine), prefill=True)
-    seqs = dep.seqs_per_rank
-    return step_cost(ctx, Shape(float(seqs), float(dep.input_tokens), float(dep.input_tokens),
-                                float(seqs * dep.attn_dp * dep.input_tokens)))
+    return batch_prefill_step(make_context(model, hw, dep, for_hardware(hw, dep.engine, constants)))
 
 
-def batch_prefill_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> float:
+def batch_prefill_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment, constants: ConstantsTable | None = None) -> float:
     """Time to prefill every sequence of the batch once, through every stage."""
-    return batch_prefill_cost(model, hw, dep).latency_s
+    return batch_prefill_cost(model, hw, dep, constants).latency_s
 
 
-def offline_throughput(model: ModelSpec, hw: HardwareSpec, dep: Deployment, p: Prediction) -> float:
+def offline_throughput(model: ModelSpec, hw: HardwareSpec, dep: Deployment, p: Prediction,
+                       constants: ConstantsTable | None = None) -> float:
     """Output tokens/s of a batch run end to end: prefill of every prompt plus all decode steps."""
-    total_s = batch_prefill_s(model, hw, dep) + dep.output_tokens * p.time_per_output_token_s
+    total_s = batch_prefill_s(model, hw, dep, constants) + dep.output_tokens * p.time_per_output_token_s
     return dep.batch * dep.output_tokens / total_s
 
 
-def prefill_run_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment, sequences: int) -> float:
+def prefill_run_s(model: ModelSpec, hw: HardwareSpec, dep: Deployment, sequences: int,
+                  constants: ConstantsTable | None = None) -> float:
     """Wall time to prefill `sequences` prompts in micro-batches of dep.batch, pipelined across stages:
     the first micro-batch crosses every stage, each further one adds the slowest stage's time."""
-    cost = batch_prefill_cost(model, hw, dep)
+    cost = batch_prefill_cost(model, hw, dep, constants)
     batches = math.ceil(sequences / dep.batch)
     return cost.latency_s + (batches - 1) * (max(cost.stage_s) if dep.pp > 1 else cost.latency_s)

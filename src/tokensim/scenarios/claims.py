@@ -27,7 +27,7 @@ from tokensim.perf.constants import for_hardware
 from tokensim.perf.context import make_context
 from tokensim.perf.memory import bytes_per_token
 from tokensim.prediction.predictor import Prediction, decode_context, predict_deployment, prefill_run_s
-from tokensim.scenarios.scenario import Scenario, load_scenario, run_scenario
+from tokensim.scenarios.scenario import Scenario, load_scenario, run_scenario, scenario_constants
 
 LOWER_IS_BETTER = {"ttft_s", "latency_s", "session_minutes", "power_kw"}
 AT_LEAST = {"min_chips"}          # a capacity floor: any claim at or above it is consistent
@@ -95,7 +95,7 @@ def quantity(s: Scenario, q: str) -> Value:
         f = p.throughput_tokens_per_s / p.tokens_per_s_per_user
         return Value(p.throughput_tokens_per_s, lo * f, hi * f, _limit(p))
     if q == "bytes_per_token":
-        ctx = make_context(s.model, s.hardware, s.deployment, for_hardware(s.hardware, s.deployment.engine))
+        ctx = make_context(s.model, s.hardware, s.deployment, for_hardware(s.hardware, s.deployment.engine, scenario_constants(s)))
         v = bytes_per_token(ctx, s.deployment.batch, decode_context(s.deployment), p.tokens_per_step)
         return Value(v, *_band(v, ARITHMETIC_BAND), f"at batch {s.deployment.batch} the weights touched per step are "
                      "shared by every token of the batch; the whole checkpoint is read only when every expert is hit")
@@ -109,7 +109,7 @@ def quantity(s: Scenario, q: str) -> Value:
     if q in ("latency_s", "sequences_per_s", "power_kw", "sequences_per_s_per_kw"):
         w = raw.get("workload", {})
         n = int(w.get("sequences", 1000))
-        total_s = prefill_run_s(s.model, s.hardware, s.deployment, n)
+        total_s = prefill_run_s(s.model, s.hardware, s.deployment, n, scenario_constants(s))
         power_kw = p.chips * max_power_per_chip_w(s.hardware) / 1e3
         lo_f, hi_f = (r / p.ttft_s for r in p.ttft_s_range) if p.ttft_s else (1.0, 1.0)
         if q == "latency_s":
@@ -221,7 +221,7 @@ def study_table(s: Scenario) -> list[dict]:
             if err is not None:
                 row.update(fits=False, reason=str(err))
             else:
-                p = predict_deployment(v.model, v.hardware, dep)
+                p = predict_deployment(v.model, v.hardware, dep, constants=scenario_constants(v))
                 row.update(fits=True, tokens_per_s_per_user=p.tokens_per_s_per_user, ttft_s=p.ttft_s,
                            kv_per_chip_bytes=p.kv_per_chip_bytes, max_batch=p.max_batch, chips=p.chips)
             rows.append(row)

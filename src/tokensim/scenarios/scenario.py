@@ -12,6 +12,7 @@ Layout (every table but [deployment] optional; see data/scenarios/*.toml for wor
 from __future__ import annotations
 
 import copy
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,6 +25,7 @@ from tokensim.specs.hardware.catalog import load_hardware
 from tokensim.specs.hardware.loader import read_mapping
 from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.deploy.layout import resolve_layout
+from tokensim.perf.constants import NAMES as CONSTANT_NAMES, ConstantsTable, default_table
 from tokensim.specs.model.catalog import load_model
 from tokensim.specs.model.hf_config import spec_from_config
 from tokensim.specs.model.spec import ModelSpec
@@ -220,25 +222,28 @@ def load_scenario(path: str | Path) -> Scenario:
     return scenario_from_dict(read_mapping(path), path.parent)
 
 
+def scenario_constants(s: Scenario) -> ConstantsTable:
+    """The constants a scenario runs with: the shipped table, with its [constants] table (a what-if) over the
+    values of its hardware family. A new table object: nothing shared is changed."""
+    overrides = s.raw.get("constants")
+    if not overrides:
+        return default_table()
+    names = set(CONSTANT_NAMES)
+    for key, value in overrides.items():
+        if key not in names:
+            raise bad_value(f"constants.{key}", value, f"one of {', '.join(sorted(names))}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise bad_value(f"constants.{key}", value, "a finite number >= 0")
+    return default_table().with_overlay({s.hardware.family: {"default": {k: float(v) for k, v in overrides.items()}}})
+
+
 def run_scenario(s: Scenario) -> Prediction:
     """The prediction for a scenario: plain, attention-FFN disaggregated, or prefill-decode disaggregated.
     A [constants] table overrides empirical constants for this scenario's hardware family (a what-if)."""
-    overrides = s.raw.get("constants")
-    if overrides:
-        from tokensim.perf.constants import Constants, overridden
-        from dataclasses import fields
-        names = {f.name for f in fields(Constants)}
-        for key, value in overrides.items():
-            if key not in names:
-                raise bad_value(f"constants.{key}", value, f"one of {', '.join(sorted(names))}")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise bad_value(f"constants.{key}", value, "a number >= 0")
-        with overridden({s.hardware.family: {"default": dict(overrides)}}):
-            return _run(s)
-    return _run(s)
+    return _run(s, scenario_constants(s))
 
 
-def _run(s: Scenario) -> Prediction:
+def _run(s: Scenario, table: ConstantsTable) -> Prediction:
     raw = s.raw
     if "afd" in raw:
         a = raw["afd"]
@@ -247,16 +252,16 @@ def _run(s: Scenario) -> Prediction:
             if "ffn_deployment" in a else Deployment()
         link = LinkSpec(_float(a, "link_bandwidth_bytes_per_s", "afd", 50e9), _float(a, "link_latency_s", "afd", 5e-6),
                         _str(a, "link_name", "afd") or "afd link")
-        return predict_afd(s.model, s.hardware, s.deployment, ffn_hw, ffn_dep, link, _int(a, "micro_batches", "afd", 2))
+        return predict_afd(s.model, s.hardware, s.deployment, ffn_hw, ffn_dep, link, _int(a, "micro_batches", "afd", 2), table)
     if "prefill" in raw:
         p = raw["prefill"]
         phw = load_hardware(p.get("hardware", s.hardware.name))
         pdep = deployment_from_dict(_table(p, "deployment", "prefill."), s.model, phw, None, "prefill.deployment")
         link = LinkSpec(_float(p, "link_bandwidth_bytes_per_s", "prefill", 50e9), _float(p, "link_latency_s", "prefill", 10e-6),
                         "kv link")
-        return predict_pd(s.model, phw, pdep, s.hardware, s.deployment, link)
+        return predict_pd(s.model, phw, pdep, s.hardware, s.deployment, link, table)
     notes = tuple(f"scenario: {line}" for line in raw.get("assumptions", []))
-    return predict_deployment(s.model, s.hardware, s.deployment, notes)
+    return predict_deployment(s.model, s.hardware, s.deployment, notes, constants=table)
 
 
 def shipped_scenarios() -> dict[str, Path]:

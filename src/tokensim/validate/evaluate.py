@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from tokensim.perf.constants import for_hardware
+from tokensim.perf.constants import ConstantsTable, for_hardware
 from tokensim.errors import TokensimError
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.deploy.layout import check_against_model, fit_error
@@ -21,35 +21,35 @@ def counts_input_tokens(case: Case) -> bool:
     return bool(re.search(r"inferencex", case.row.provider_or_engine, re.I)) and not re.search(r"output tput", case.row.notes, re.I)
 
 
-def _throughput(case: Case, p: Prediction, offline: bool) -> float:
+def _throughput(case: Case, p: Prediction, offline: bool, constants: ConstantsTable | None = None) -> float:
     model, hw = catalog_model(case.model), catalog()[case.hardware]
-    total = offline_throughput(model, hw, p.deployment, p) if offline else p.throughput_tokens_per_s
+    total = offline_throughput(model, hw, p.deployment, p, constants) if offline else p.throughput_tokens_per_s
     if counts_input_tokens(case):
         total *= (p.deployment.input_tokens + p.deployment.output_tokens) / p.deployment.output_tokens
     return total / p.chips if case.row.metric == PER_CHIP else total
 
 
-def serving_speed(model, hw, dep) -> tuple[float, Prediction] | None:
+def serving_speed(model, hw, dep, constants: ConstantsTable | None = None) -> tuple[float, Prediction] | None:
     """Per-user speed under continuous batching (decode plus the other users' prefills), or None if it doesn't fit."""
-    if fit_error(model, hw, dep) is not None:
+    if fit_error(model, hw, dep, constants) is not None:
         return None
-    p = predict_deployment(model, hw, dep)
+    p = predict_deployment(model, hw, dep, constants=constants)
     if dep.batch <= 1:
         return p.tokens_per_s_per_user, p
-    return offline_throughput(model, hw, dep, p) / dep.batch, p
+    return offline_throughput(model, hw, dep, p, constants) / dep.batch, p
 
 
-def _layout(case: Case, model, hw, tp: int, dp: int, adp: int, ep: int, batch: int):
+def _layout(case: Case, model, hw, tp: int, dp: int, adp: int, ep: int, batch: int, constants=None):
     """The case's deployment with this server layout, and its serving speed (None if invalid or too big)."""
     dep = replace(case.deployment, tp=tp, dp=dp, attn_dp=adp, ep=ep, overlap_comm=ep > 1, batch=batch, redundant_experts=0)
     try:
         check_against_model(model, dep)
     except TokensimError:
         return dep, None
-    return dep, serving_speed(model, hw, dep)
+    return dep, serving_speed(model, hw, dep, constants)
 
 
-def _at_stated_concurrency(case: Case) -> tuple[float, str, object]:
+def _at_stated_concurrency(case: Case, constants: ConstantsTable | None = None) -> tuple[float, str, object]:
     """The stated concurrency served by the server layout whose per-user speed is closest to the stated one."""
     import math
     model, hw = catalog_model(case.model), catalog()[case.hardware]
@@ -58,7 +58,7 @@ def _at_stated_concurrency(case: Case) -> tuple[float, str, object]:
         layouts += [(tp, 1, tp) for tp in (2, 4, 8)] + [(1, 8, 8)]
     best = None
     for tp, adp, ep in layouts:
-        dep, got = _layout(case, model, hw, tp, 1, adp, ep, case.row.batch)
+        dep, got = _layout(case, model, hw, tp, 1, adp, ep, case.row.batch, constants)
         if got is None:
             continue
         gap = abs(math.log(got[0] / case.target_tps_user))
@@ -66,21 +66,21 @@ def _at_stated_concurrency(case: Case) -> tuple[float, str, object]:
             best = (gap, dep, got[1], f"tp {tp} x attention DP {adp}, ep {ep}, concurrency {case.row.batch}")
     if best is None and case.deployment.kv != "fp8" and not case.row.kv_precision:
         # unstated KV precision narrows to FP8 when the measured concurrency would not fit otherwise (rule)
-        value, how, d = _at_stated_concurrency(replace(case, deployment=replace(case.deployment, kv="fp8")))
+        value, how, d = _at_stated_concurrency(replace(case, deployment=replace(case.deployment, kv="fp8")), constants)
         return value, how + "; KV narrowed to FP8: the stated concurrency does not fit at bf16 (rule)", d
     if best is None:
         raise TokensimError(f"no server layout of {hw.name} holds {case.row.batch} sequences")
     _, d, p, how = best
-    value = offline_throughput(model, hw, d, p) / p.chips
+    value = offline_throughput(model, hw, d, p, constants) / p.chips
     if counts_input_tokens(case):
         value *= (d.input_tokens + d.output_tokens) / d.output_tokens
     return value, how, d
 
 
-def _frontier(case: Case) -> tuple[float, str, object]:
+def _frontier(case: Case, constants: ConstantsTable | None = None) -> tuple[float, str, object]:
     """Best throughput per chip over layouts of the node whose serving per-user speed still meets the target."""
     if case.row.batch is not None:
-        return _at_stated_concurrency(case)
+        return _at_stated_concurrency(case, constants)
     model, hw = catalog_model(case.model), catalog()[case.hardware]
     chips = case.deployment.chips
     target = case.target_tps_user
@@ -89,17 +89,17 @@ def _frontier(case: Case) -> tuple[float, str, object]:
     if model.is_moe:
         layouts += [(chips, 1, 1, chips), (1, 1, chips, chips)]                            # TP+EP, DP-attention+EP
     for tp, dp, adp, ep in layouts:
-        dep, first = _layout(case, model, hw, tp, dp, adp, ep, dp * adp)
+        dep, first = _layout(case, model, hw, tp, dp, adp, ep, dp * adp, constants)
         if first is None or first[0] < target:
             continue
         lo, hi = dp * adp, dp * adp * 4096
         while hi - lo > max(1, lo // 64):
             mid = (lo + hi) // 2
-            got = serving_speed(model, hw, replace(dep, batch=mid))
+            got = serving_speed(model, hw, replace(dep, batch=mid), constants)
             lo, hi = (mid, hi) if got is not None and got[0] >= target else (lo, mid)
         d = replace(dep, batch=lo)
-        p = predict_deployment(model, hw, d)
-        value = offline_throughput(model, hw, d, p) / p.chips
+        p = predict_deployment(model, hw, d, constants=constants)
+        value = offline_throughput(model, hw, d, p, constants) / p.chips
         if counts_input_tokens(case):
             value *= (d.input_tokens + d.output_tokens) / d.output_tokens
         if value > best:
@@ -109,27 +109,27 @@ def _frontier(case: Case) -> tuple[float, str, object]:
     return best, how, best_dep
 
 
-def freeze(case: Case) -> Case:
+def freeze(case: Case, constants: ConstantsTable | None = None) -> Case:
     """A frontier case pinned at the operating point the current constants choose (for fitting)."""
     if case.mode != "frontier":
         return case
     try:
-        _, how, dep = _frontier(case)
+        _, how, dep = _frontier(case, constants)
     except TokensimError:
         return case
     return replace(case, deployment=dep, mode="offline_throughput", assumptions=case.assumptions + (f"frontier point: {how}",))
 
 
-def predict_case(case: Case) -> tuple[float, tuple[str, ...]]:
+def predict_case(case: Case, constants: ConstantsTable | None = None) -> tuple[float, tuple[str, ...]]:
     """The predicted value of the row's metric, and any notes added while predicting."""
     if case.mode == "frontier":
-        value, how, _ = _frontier(case)
+        value, how, _ = _frontier(case, constants)
         return value, (f"frontier point: {how}",)
     model, hw = catalog_model(case.model), catalog()[case.hardware]
-    p = predict_deployment(model, hw, case.deployment)
+    p = predict_deployment(model, hw, case.deployment, constants=constants)
     if case.mode == "per_user":
         if case.deployment.batch > 1:
-            tput = offline_throughput(model, hw, p.deployment, p)
+            tput = offline_throughput(model, hw, p.deployment, p, constants)
             return tput / case.deployment.batch, ("per-user speed under continuous batching: the other users' prefills "
                                                   "run between decode steps (rule)",)
         return p.tokens_per_s_per_user, ()
@@ -139,12 +139,12 @@ def predict_case(case: Case) -> tuple[float, tuple[str, ...]]:
             value += p.time_per_output_token_s
             notes = ("TTFT under concurrency: prefill plus one decode step of the running batch (rule)",)
         if case.mode == "ttft_online":
-            value += for_hardware(hw, case.deployment.engine).request_overhead_s
+            value += for_hardware(hw, case.deployment.engine, constants).request_overhead_s
         return value, notes
     if case.mode == "prefill_throughput":
         dep = p.deployment
-        total = dep.batch * dep.input_tokens / batch_prefill_s(model, hw, dep)
+        total = dep.batch * dep.input_tokens / batch_prefill_s(model, hw, dep, constants)
         return (total / p.chips if case.row.metric == PER_CHIP else total), ()
     if case.mode == "decode_throughput":
-        return _throughput(case, p, offline=False), ()
-    return _throughput(case, p, offline=True), ("throughput: prefill of every prompt plus all decode steps (offline rule)",)
+        return _throughput(case, p, offline=False, constants=constants), ()
+    return _throughput(case, p, offline=True, constants=constants), ("throughput: prefill of every prompt plus all decode steps (offline rule)",)

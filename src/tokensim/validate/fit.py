@@ -4,7 +4,9 @@ Objective: mean of min(|ln(predicted / measured)|, ln 4) over the modelled rows:
 than 4x is left unexplained rather than allowed to drag every constant (robust regression). Method: coordinate descent with a
 golden-section search per constant in log space, inside physical bounds, frontier rows pinned at the
 operating point the current constants choose and re-pinned between sweeps. Leave-one-source-out:
-refit without each source document (warm start, one sweep) and predict its rows.
+refit without each source document (warm start, one sweep) and predict its rows; a constant with no training
+rows left falls back to its prior in constants.toml, never to a value fitted on the held-out rows.
+Every evaluation gets its own ConstantsTable: nothing shared changes while a fit runs.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokensim.perf.constants import overridden, reload
+from tokensim.perf.constants import ConstantsTable, default_table
 from tokensim.errors import TokensimError
 from tokensim.validate.evaluate import freeze, predict_case
 from tokensim.validate.rules import Case, Skip, build_case
@@ -60,15 +62,20 @@ def overlay(values: dict[Param, float]) -> dict:
     return out
 
 
+def table_for(values: dict[Param, float]) -> ConstantsTable:
+    """constants.toml with `values` over it (the shipped fitted table left out, so a fit is reproducible)."""
+    return default_table().without_fitted().with_overlay(overlay(values))
+
+
 def _loss(cases: list[Case], values: dict[Param, float]) -> float:
     total = 0.0
-    with overridden(overlay(values), use_fitted=False):
-        for c in cases:
-            try:
-                v, _ = predict_case(c)
-                total += min(abs(math.log(v / c.row.value)), LOSS_CAP)
-            except TokensimError:
-                total += LOSS_CAP
+    table = table_for(values)
+    for c in cases:
+        try:
+            v, _ = predict_case(c, table)
+            total += min(abs(math.log(v / c.row.value)), LOSS_CAP)
+        except TokensimError:
+            total += LOSS_CAP
     return total / max(len(cases), 1)
 
 
@@ -105,14 +112,18 @@ def _relevant(p: Param, cases: list[Case]) -> list[Case]:
 
 
 def fit(cases: list[Case], start: dict[Param, float], sweeps: int = 2, steps: int = 9, progress=None) -> dict[Param, float]:
+    """Fit every constant that has relevant rows; one without any takes its prior (constants.toml), not `start`."""
     values = dict(start)
+    priors = start_values()
     for _ in range(sweeps):
-        with overridden(overlay(values), use_fitted=False):
-            pinned = [freeze(c) for c in cases]
+        table = table_for(values)
+        pinned = [freeze(c, table) for c in cases]
         for p in PARAMS:
             rel = _relevant(p, pinned)
             if rel:
                 values[p] = _golden(lambda v: _loss(rel, {**values, p: v}), p.lo, p.hi, steps)
+            else:
+                values[p] = priors[p]
             if progress:
                 progress()
     return values
@@ -120,17 +131,15 @@ def fit(cases: list[Case], start: dict[Param, float], sweeps: int = 2, steps: in
 
 def start_values() -> dict[Param, float]:
     """The values in constants.toml (never a previous fit), so that a fit is reproducible."""
-    with overridden({}, use_fitted=False):
-        return {p: _base_value(p) for p in PARAMS}
+    base = default_table().without_fitted()
+    return {p: _base_value(p, base) for p in PARAMS}
 
 
-def _base_value(p: Param) -> float:
-    from tokensim.perf.constants import constants_for
-
+def _base_value(p: Param, table: ConstantsTable) -> float:
     kind = {"cerebras-wafer": "wafer", "groq-lpu": "lpu", "sambanova-rdu": "rdu"}.get(p.family, "gpu")
     vendor = p.family if p.family == "amd" else ""
     family = p.family if p.family not in ("default", "amd") else ""
-    return getattr(constants_for(family, kind if family else "", p.engine, vendor), p.name)
+    return getattr(table.constants_for(family, kind if family else "", p.engine, vendor), p.name)
 
 
 def buildable(path) -> list[Case]:
@@ -152,8 +161,8 @@ def run_fit(path, out_path: Path, loso: bool = True, progress=None) -> dict:
     """Fit, write `out_path` (TOML), return the report."""
     cases = buildable(path)
     fitted = fit(cases, start_values(), progress=progress)
-    with overridden(overlay(fitted), use_fitted=False):
-        results = [evaluate_row(c.row) for c in cases]
+    table = table_for(fitted)
+    results = [evaluate_row(c.row, table) for c in cases]
     summary = summarize(results)
     loso_errors: list[float] = []
     if loso:
@@ -162,11 +171,11 @@ def run_fit(path, out_path: Path, loso: bool = True, progress=None) -> dict:
             train = [c for c in cases if c.row.source_key != src]
             test = [c for c in cases if c.row.source_key == src]
             values = fit(train, fitted, sweeps=1, steps=6)
-            with overridden(overlay(values), use_fitted=False):
-                for c in test:
-                    r = evaluate_row(c.row)
-                    if r.error is not None:
-                        loso_errors.append(r.error)
+            held_out = table_for(values)
+            for c in test:
+                r = evaluate_row(c.row, held_out)
+                if r.error is not None:
+                    loso_errors.append(r.error)
             if progress:
                 progress()
     report = {
@@ -178,7 +187,6 @@ def run_fit(path, out_path: Path, loso: bool = True, progress=None) -> dict:
         "residuals": [(r.row.id, r.family, r.row.metric, math.log(r.predicted / r.row.value)) for r in results if r.predicted],
     }
     write_fitted(out_path, fitted, report)
-    reload()
     return report
 
 

@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from tokensim.errors import TokensimError
+from tokensim.perf.constants import ConstantsTable
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.validate.evaluate import predict_case
 from tokensim.validate.rules import Case, Skip, build_case
@@ -40,13 +41,13 @@ class Result:
         return d
 
 
-def evaluate_row(row: Row) -> Result:
+def evaluate_row(row: Row, constants: ConstantsTable | None = None) -> Result:
     try:
         case: Case = build_case(row)
     except Skip as exc:
         return Result(row, skipped_reason=str(exc))
     try:
-        value, extra = predict_case(case)
+        value, extra = predict_case(case, constants)
     except TokensimError as exc:
         return Result(row, skipped_reason=f"scenario cannot be predicted: {exc}")
     return Result(row, value, case.assumptions + extra, family=catalog()[case.hardware].family)
@@ -88,11 +89,11 @@ def summarize(results: list[Result]) -> Summary:
     )
 
 
-def validate(path: str | Path | None = None, progress=None) -> tuple[list[Result], Summary]:
+def validate(path: str | Path | None = None, progress=None, constants: ConstantsTable | None = None) -> tuple[list[Result], Summary]:
     rows = read_rows(path or shipped_measurements())
     results = []
     for row in rows:
-        results.append(evaluate_row(row))
+        results.append(evaluate_row(row, constants))
         if progress:
             progress()
     return results, summarize(results)

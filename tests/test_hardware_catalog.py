@@ -24,6 +24,7 @@ REQUIRED = {
 FAMILIES = {
     "nvidia-ampere", "nvidia-hopper", "nvidia-blackwell", "nvidia-ada", "amd-cdna3", "amd-cdna4",
     "cerebras-wafer", "groq-lpu", "sambanova-rdu", "google-tpu", "cpu",
+    "nvidia-blackwell-rtx", "amd-cdna2", "intel-gaudi", "aws-trainium",
 }
 # measurements.csv spellings that name no single catalog chip; a prediction for those rows states its assumption.
 UNMAPPABLE = {"", "NVIDIA GPU (undisclosed)", "NVIDIA Blackwell Ultra (system size not in excerpt)"}
@@ -34,7 +35,7 @@ BANDWIDTH = {"sram": (1e12, 1e17), "hbm": (5e11, 2e13), "dram": (1e10, 2e12)}
 FLOPS = (1e11, 1e17)
 LINK_BW = {"scale_up": (1e10, 2e12), "scale_out": (1e9, 5e11)}
 LATENCY = (1e-7, 1e-4)
-TDP = (100, 1e5)
+TDP = (50, 1e5)     # the L4 is a 72 W card
 
 
 def _raw(path: Path) -> dict:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -51,8 +52,10 @@ class Context:
     def link_time(self, nbytes, group_chips, latency_s: float, peer=False) -> tuple:
         """Time of one collective over `group_chips` chips; for arrays, each element picks its own link.
         `peer` (bool or mask): a point-to-point transfer, which a mesh link serves at its one-peer bandwidth."""
-        def over(link: Link):
-            bw = link.bandwidth_bytes_per_s
+        def over(link: Link | None):
+            if link is None:
+                raise TokensimError(f"hardware {self.hw.name}: no link for a collective over {group_chips} chips")
+            bw: Any = link.bandwidth_bytes_per_s
             if link.peer_bandwidth_bytes_per_s is not None and np.any(peer):
                 bw = np.where(peer, link.peer_bandwidth_bytes_per_s, bw)
                 bw = float(bw) if np.ndim(bw) == 0 else bw
@@ -64,11 +67,11 @@ class Context:
                 f"chip cannot be timed: add a [[links]] table with its bandwidth and latency (stating the source)")
         if np.ndim(group_chips) == 0:
             link = self.link_for(group_chips)
-            return over(link), link.name
+            return over(link), link.name if link else ""
         up, out = self.hw.link("scale_up"), self.hw.link("scale_out")
         if up is None or out is None or up.domain_chips == 0:
             link = up or out
-            return over(link), link.name
+            return over(link), link.name if link else ""
         return np.where(group_chips <= up.domain_chips, over(up), over(out)), "scale_up/scale_out"
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from tokensim.specs.model.spec import Attention, DenseFFN, Layer, LinearMixer, MoE
 from tokensim.perf.context import Context
-from tokensim.perf.ops import OpCost
+from tokensim.perf.ops import Num, OpCost
 
 
 @dataclass(frozen=True)
@@ -24,14 +24,14 @@ class Batch:
     """What one step processes on one attention rank: decode sequences and prefill chunks. Every field is a
     number, or a numpy array over candidate deployments (the planner)."""
 
-    decode_seqs: float = 0.0             # sequences decoding this step
-    query_per_decode: float = 1.0        # query tokens per decoding sequence: 1, or k + 1 to verify k drafts
-    decode_context: float = 0.0          # tokens in each decoding sequence's cache (their mean)
-    prefill_seqs: float = 0.0            # prompts (or chunks of prompts) being prefilled this step
-    prefill_tokens: float = 0.0          # new tokens of each
-    prefill_cached: float = 0.0          # tokens of its request already cached before this chunk (earlier chunks, prefix hits)
-    prefill_position: float | None = None   # mean tokens a prefill query attends to; default cached + new / 2
-    moe_tokens: float | None = None      # tokens entering each MoE layer of a replica's stage; default tokens x attn_dp
+    decode_seqs: Num = 0.0             # sequences decoding this step
+    query_per_decode: Num = 1.0        # query tokens per decoding sequence: 1, or k + 1 to verify k drafts
+    decode_context: Num = 0.0          # tokens in each decoding sequence's cache (their mean)
+    prefill_seqs: Num = 0.0            # prompts (or chunks of prompts) being prefilled this step
+    prefill_tokens: Num = 0.0          # new tokens of each
+    prefill_cached: Num = 0.0          # tokens of its request already cached before this chunk (earlier chunks, prefix hits)
+    prefill_position: Num | None = None   # mean tokens a prefill query attends to; default cached + new / 2
+    moe_tokens: Num | None = None      # tokens entering each MoE layer of a replica's stage; default tokens x attn_dp
 
     @property
     def decode_tokens(self):
@@ -199,7 +199,7 @@ def moe_ops(ctx: Context, moe: MoE, b: Batch) -> list[OpCost]:
     always_on = moe.shared_params + moe.router_params + moe.latent_params
     if always_on:
         ops.append(weight_op(ctx, "moe.shared", always_on / dep.tp, b, "shared_experts"))
-    imbalance = np.where(dep.ep > 1, k.moe_load_imbalance, 1.0)
+    imbalance: Num = np.where(dep.ep > 1, k.moe_load_imbalance, 1.0)
     if np.ndim(imbalance) == 0:
         imbalance = float(imbalance)
     moe_tokens = b.moe_tokens_for(dep.attn_dp)

@@ -2,31 +2,36 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 import numpy as np
+
+# A quantity of the cost model: a Python number for one deployment, or a numpy array over the planner's candidate
+# deployments (every formula runs unchanged on both).
+Num: TypeAlias = Any
 
 
 @dataclass(frozen=True)
 class OpCost:
     name: str              # e.g. "attn.proj", "moe.experts", "tp.allreduce", "floor"
-    bytes: float           # read from (or written to) the weight/KV memory tier, per chip
-    flops: float           # at the compute precision, per chip
-    comm_bytes: float      # sent over `link`, per chip
+    bytes: Num           # read from (or written to) the weight/KV memory tier, per chip
+    flops: Num           # at the compute precision, per chip
+    comm_bytes: Num      # sent over `link`, per chip
     link: str              # "", "scale_up" or "scale_out"
-    t_memory_s: float
-    t_compute_s: float
-    t_comm_s: float
-    t_fixed_s: float       # latency floors: kernel gaps, per-layer dataflow floor, host time
+    t_memory_s: Num
+    t_compute_s: Num
+    t_comm_s: Num
+    t_fixed_s: Num       # latency floors: kernel gaps, per-layer dataflow floor, host time
 
     @property
-    def time_s(self) -> float:
+    def time_s(self) -> Num:
         if isinstance(self.t_memory_s, float) and isinstance(self.t_compute_s, float):
             return max(self.t_memory_s, self.t_compute_s) + self.t_comm_s + self.t_fixed_s
         t = np.maximum(self.t_memory_s, self.t_compute_s) + self.t_comm_s + self.t_fixed_s
         return float(t) if np.ndim(t) == 0 else t
 
     @property
-    def busy_s(self) -> float:
+    def busy_s(self) -> Num:
         """Time the chip moves data, computes or communicates (latency floors excluded)."""
         return np.maximum(self.t_memory_s, self.t_compute_s) + self.t_comm_s
 

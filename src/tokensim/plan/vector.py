@@ -92,7 +92,7 @@ def evaluate_group(model: ModelSpec, hw: HardwareSpec, g: Group, input_tokens: i
     k = for_hardware(hw, engine, constants)
     scalar = Deployment(pp=g.pp, weights=g.weights, expert_weights=g.expert_weights, kv=g.kv, engine=engine,
                         input_tokens=input_tokens, output_tokens=output_tokens)
-    ctx = replace(make_context(model, hw, scalar, k), dep=vec)
+    ctx = replace(make_context(model, hw, scalar, k), dep=vec)  # type: ignore[arg-type]  # arrays through the same formulas
     step = decode_step(ctx, spec, g.spec_on)
     tpot = step.tpot_s
     _, ttft = ttft_step(ctx)

@@ -9,7 +9,7 @@ import numpy as np
 from tokensim.perf.constants import ConstantsTable, for_hardware, table_or_default
 from tokensim.perf.context import Context, make_context
 from tokensim.perf.layers import Batch, layer_ops, weight_op
-from tokensim.perf.ops import OpSummary
+from tokensim.perf.ops import Num, OpSummary
 from tokensim.perf.step import StepCost, step_cost
 from tokensim.deploy.deployment import Deployment, SpecDecode
 from tokensim.perf.energy import energy
@@ -94,9 +94,9 @@ class DecodeStep:
     """One decode cycle of a deployment (numbers, or arrays over the planner's candidates)."""
 
     cost: StepCost
-    cycle_s: object            # one token step of every micro-batch, drafts included
-    tokens_per_step: object    # expected tokens per sequence per cycle (1 without speculative decoding)
-    micro: object              # pipeline micro-batches in flight
+    cycle_s: Num               # one token step of every micro-batch, drafts included
+    tokens_per_step: Num       # expected tokens per sequence per cycle (1 without speculative decoding)
+    micro: Num                 # pipeline micro-batches in flight
 
     @property
     def tpot_s(self):
@@ -111,9 +111,9 @@ def decode_step(ctx: Context, spec: SpecDecode | None, spec_on=True) -> DecodeSt
     """The decode cycle of ctx.dep at its batch: micro-batches through the stages, host time, draft tokens.
     `spec_on` (bool or a mask over candidates) switches speculative decoding with `spec`."""
     dep, model = ctx.dep, ctx.model
-    seqs = dep.seqs_per_rank
+    seqs: Num = dep.seqs_per_rank
     if np.ndim(seqs):
-        seqs = seqs.astype(float)
+        seqs = np.asarray(seqs, dtype=float)
     micro = dep.micro_batches or np.minimum(dep.pp, seqs)
     micro = np.minimum(micro, seqs)
     if np.ndim(micro) == 0:
@@ -135,7 +135,7 @@ def draft_step_s(ctx: Context, spec: SpecDecode, seqs):
     """Time of one draft token for `seqs` sequences: an MTP/EAGLE head (one layer + LM head) or a draft model's step."""
     dep, model = ctx.dep, ctx.model
     b = Batch.decode(seqs, decode_context(dep), 1.0, moe_tokens=seqs * dep.attn_dp)
-    if spec.method == "draft":
+    if spec.method == "draft" and spec.draft_model:
         draft = load_model(spec.draft_model)
         ddep = replace(dep, pp=1, stage_layers=None, ep=1, spec=None, weights=None, expert_weights=None)
         cost = step_cost(make_context(draft, ctx.hw, ddep, ctx.k), b)
@@ -145,7 +145,7 @@ def draft_step_s(ctx: Context, spec: SpecDecode, seqs):
     return sum(op.time_s for op in head)
 
 
-def ttft_step(ctx: Context) -> tuple[StepCost, object]:
+def ttft_step(ctx: Context) -> tuple[StepCost, Num]:
     """Prefill of one prompt, in min(pp, prompt) chunks pipelined through the stages: (step of one chunk, TTFT)."""
     dep = ctx.dep
     chunks = np.minimum(dep.pp, dep.input_tokens)

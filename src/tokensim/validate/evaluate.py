@@ -5,6 +5,7 @@ import re
 from dataclasses import replace
 
 from tokensim.perf.constants import ConstantsTable, for_hardware
+from tokensim.deploy.deployment import Deployment
 from tokensim.errors import TokensimError
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.deploy.layout import check_against_model, fit_error
@@ -49,7 +50,7 @@ def _layout(case: Case, model, hw, tp: int, dp: int, adp: int, ep: int, batch: i
     return dep, serving_speed(model, hw, dep, constants)
 
 
-def _at_stated_concurrency(case: Case, constants: ConstantsTable | None = None) -> tuple[float, str, object]:
+def _at_stated_concurrency(case: Case, constants: ConstantsTable | None = None) -> tuple[float, str, Deployment]:
     """The stated concurrency served by the server layout whose per-user speed is closest to the stated one."""
     import math
     model, hw = catalog_model(case.model), catalog()[case.hardware]
@@ -58,7 +59,7 @@ def _at_stated_concurrency(case: Case, constants: ConstantsTable | None = None) 
         layouts += [(tp, 1, tp) for tp in (2, 4, 8)] + [(1, 8, 8)]
     best = None
     for tp, adp, ep in layouts:
-        dep, got = _layout(case, model, hw, tp, 1, adp, ep, case.row.batch, constants)
+        dep, got = _layout(case, model, hw, tp, 1, adp, ep, case.row.batch or 1, constants)
         if got is None:
             continue
         gap = abs(math.log(got[0] / case.target_tps_user))
@@ -77,7 +78,7 @@ def _at_stated_concurrency(case: Case, constants: ConstantsTable | None = None) 
     return value, how, d
 
 
-def _frontier(case: Case, constants: ConstantsTable | None = None) -> tuple[float, str, object]:
+def _frontier(case: Case, constants: ConstantsTable | None = None) -> tuple[float, str, Deployment]:
     """Best throughput per chip over layouts of the node whose serving per-user speed still meets the target."""
     if case.row.batch is not None:
         return _at_stated_concurrency(case, constants)
@@ -90,7 +91,7 @@ def _frontier(case: Case, constants: ConstantsTable | None = None) -> tuple[floa
         layouts += [(chips, 1, 1, chips), (1, 1, chips, chips)]                            # TP+EP, DP-attention+EP
     for tp, dp, adp, ep in layouts:
         dep, first = _layout(case, model, hw, tp, dp, adp, ep, dp * adp, constants)
-        if first is None or first[0] < target:
+        if first is None or target is None or first[0] < target:
             continue
         lo, hi = dp * adp, dp * adp * 4096
         while hi - lo > max(1, lo // 64):
@@ -104,7 +105,7 @@ def _frontier(case: Case, constants: ConstantsTable | None = None) -> tuple[floa
             value *= (d.input_tokens + d.output_tokens) / d.output_tokens
         if value > best:
             best, how, best_dep = value, f"tp {tp} x attention DP {adp} x replicas {dp}, ep {ep}, batch {lo}", d
-    if best == 0.0:
+    if best == 0.0 or best_dep is None:
         raise TokensimError(f"no layout on {chips} x {hw.name} reaches {target} tok/s/user")
     return best, how, best_dep
 
@@ -134,7 +135,7 @@ def predict_case(case: Case, constants: ConstantsTable | None = None) -> tuple[f
                                                   "run between decode steps (rule)",)
         return p.tokens_per_s_per_user, ()
     if case.mode in ("ttft", "ttft_online"):
-        value, notes = p.ttft_s, ()
+        value, notes = p.ttft_s, tuple[str, ...]()
         if case.deployment.batch > 1:
             value += p.time_per_output_token_s
             notes = ("TTFT under concurrency: prefill plus one decode step of the running batch (rule)",)

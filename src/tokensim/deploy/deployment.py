@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tokensim.errors import bad_value, require
 from tokensim.specs.precision import COMPUTE_ORDER, get_precision
-from tokensim.perf.constants import ENGINES
+from tokensim.perf.engines import canonical_engine, engine_profiles
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,9 @@ class Deployment:
         require(isinstance(self.batch, int) and self.batch >= 1, "batch", self.batch, "an integer >= 1")
         require(isinstance(self.input_tokens, int) and self.input_tokens >= 1, "input_tokens", self.input_tokens, "an integer >= 1")
         require(isinstance(self.output_tokens, int) and self.output_tokens >= 1, "output_tokens", self.output_tokens, "an integer >= 1")
-        require(self.engine in ENGINES, "engine", self.engine, f"one of {', '.join(ENGINES)}")
+        engine = canonical_engine(self.engine) if isinstance(self.engine, str) else None
+        require(engine is not None, "engine", self.engine, f"one of {', '.join(sorted(engine_profiles()))} (tokensim engines)")
+        object.__setattr__(self, "engine", engine)       # one spelling per engine ("vLLM", "vllm-openai" -> "vllm")
         for name in ("weights", "expert_weights"):
             if getattr(self, name) is not None:
                 get_precision(getattr(self, name), name)

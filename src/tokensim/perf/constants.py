@@ -10,6 +10,7 @@ Lookup order, most specific last (it wins): [default.default], [default.engine],
 """
 from __future__ import annotations
 
+import copy
 import math
 import os
 import tomllib
@@ -21,7 +22,9 @@ from typing import Any
 
 from tokensim.errors import TokensimError, bad_value
 
-ENGINES = ("default", "basic")   # serving engines (vLLM, SGLang, TensorRT-LLM, APIs) and llama.cpp-class ones
+from tokensim.perf.engines import canonical_engine, engine_names, engine_profiles
+
+ENGINES = engine_names()   # engine profiles (data/engines) and the spellings that name them; "default" when unnamed
 FITTED_ENV = "TOKENSIM_FITTED"   # a fitted table written by `tokensim fit -o FILE`, used instead of the shipped one
 
 
@@ -88,8 +91,10 @@ class ConstantsTable:
         return out
 
     def constants_for(self, family: str, kind: str = "", engine: str = "default", vendor: str = "") -> Constants:
-        if engine not in ENGINES:
-            raise bad_value("engine", engine, f"one of {', '.join(ENGINES)}")
+        name = canonical_engine(engine)
+        if name is None:
+            raise bad_value("engine", engine, f"one of {', '.join(sorted(engine_profiles()))} (tokensim engines)")
+        engine = name
         key = (family, kind, engine, vendor)
         if key not in self._cache:
             values = self.merged(family, kind, engine, vendor)
@@ -138,7 +143,18 @@ def default_table() -> ConstantsTable:
     fitted_path = Path(user) if user else data_path("fitted.toml")
     if user and not fitted_path.is_file():
         raise bad_value(FITTED_ENV, user, "the path of a fitted table written by `tokensim fit -o FILE`")
-    return ConstantsTable(_read(data_path("constants.toml")), _read(fitted_path))
+    return ConstantsTable(with_engine_priors(_read(data_path("constants.toml"))), _read(fitted_path))
+
+
+def with_engine_priors(base: dict) -> dict:
+    """constants.toml with each engine profile's [constants] as the [default.<engine>] level (the file's own wins)."""
+    out = copy.deepcopy(base)
+    for name, profile in engine_profiles().items():
+        if profile.constants and name != "default":
+            level = out.setdefault("default", {}).setdefault(name, {})
+            for key, value in profile.constants.items():
+                level.setdefault(key, value)
+    return out
 
 
 def table_or_default(table: ConstantsTable | None) -> ConstantsTable:

@@ -37,7 +37,7 @@ class Param:
 
 PARAMS = (
     Param("default", "default", "hbm_bandwidth_fraction", 0.25, 0.95, "achieved HBM bandwidth of GPU serving engines"),
-    Param("default", "basic", "hbm_bandwidth_fraction", 0.20, 0.95, "achieved HBM bandwidth, llama.cpp-class engines"),
+    Param("default", "llamacpp", "hbm_bandwidth_fraction", 0.20, 0.95, "achieved HBM bandwidth, llama.cpp-class engines"),
     Param("default", "default", "gemm_flops_fraction", 0.30, 0.90, "achieved dense FLOP/s in decode GEMMs"),
     Param("default", "default", "prefill_flops_fraction", 0.20, 0.90, "achieved dense FLOP/s over a prefill"),
     Param("default", "default", "kernel_gap_s", 0.2e-6, 10e-6, "idle time per kernel launch"),

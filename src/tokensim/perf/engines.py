@@ -1,0 +1,88 @@
+"""Engine profiles: what a serving engine reaches on top of the datasheet (data/engines/<name>.toml).
+
+A profile names an engine family (vLLM, SGLang, TensorRT-LLM, llama.cpp, and `default` for an unnamed or
+unknown one), the spellings that mean it, the releases it covers and, in its [constants] table, the priors of
+the empirical constants where they differ from constants.toml's [default.default]; `tokensim fit` writes the
+fitted values under [constants.default.<engine>] of the fitted table. A deployment or a measurement names its
+engine; anything else falls back to `default` (whose prediction ranges are wider).
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from tokensim.errors import TokensimError
+
+DEFAULT_ENGINE = "default"
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    name: str
+    display_name: str
+    aliases: tuple[str, ...]
+    evidence: str
+    releases: tuple[dict, ...] = ()
+    constants: dict = field(default_factory=dict)     # {name: value, name_evidence: text} over [default.default]
+    scheduler: dict = field(default_factory=dict)     # documented scheduler defaults, for the serving simulator
+
+
+def _dir() -> Path:
+    return Path(str(resources.files("tokensim") / "data" / "engines"))
+
+
+@lru_cache(maxsize=1)
+def engine_profiles() -> dict[str, EngineProfile]:
+    out = {}
+    for path in sorted(_dir().glob("*.toml")):
+        try:
+            d = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise TokensimError(f"{path.name}: not a readable engine profile ({str(exc).splitlines()[0]})") from None
+        out[d["name"]] = EngineProfile(name=d["name"], display_name=d.get("display_name", d["name"]),
+                                       aliases=tuple(d.get("aliases", ())), evidence=d.get("evidence", ""),
+                                       releases=tuple(d.get("releases", ())), constants=dict(d.get("constants", {})),
+                                       scheduler=dict(d.get("scheduler", {})))
+    return out
+
+
+def engine_names() -> tuple[str, ...]:
+    """Every name a deployment may give as its engine: profile names and their aliases."""
+    names: list[str] = []
+    for p in engine_profiles().values():
+        names += [p.name, *p.aliases]
+    return tuple(dict.fromkeys(names))
+
+
+def _key(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+@lru_cache(maxsize=1)
+def _alias_index() -> dict[str, str]:
+    index: dict[str, str] = {}
+    for p in engine_profiles().values():
+        for alias in (p.name, *p.aliases):
+            index.setdefault(_key(alias), p.name)
+    return index
+
+
+def canonical_engine(name: str) -> str | None:
+    """The profile name for an engine name or alias (exact after lower-casing and dropping punctuation), else None."""
+    return _alias_index().get(_key(name))
+
+
+def find_engine(text: str) -> str | None:
+    """The profile an engine named somewhere in free text belongs to ('vLLM 0.19.0', 'SGLang (launch_server)',
+    'Dynamo + TensorRT-LLM'); the longest alias found wins, so 'vllm-cpu' is not read as 'vllm' + noise."""
+    key = _key(text)
+    best: tuple[int, str] | None = None
+    for alias, name in _alias_index().items():
+        if name == DEFAULT_ENGINE or len(alias) < 4 and alias != key:
+            continue
+        if alias and alias in key and (best is None or len(alias) > best[0]):
+            best = (len(alias), name)
+    return best[1] if best else None

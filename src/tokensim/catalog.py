@@ -24,15 +24,6 @@ def alias_index(names_and_aliases) -> dict[str, str]:
     return index
 
 
-def first_match(texts, find) -> str | None:
-    """The first catalog name `find` returns for any of `texts` (variants of one free-text cell)."""
-    for t in texts:
-        name = find(t.strip())
-        if name:
-            return name
-    return None
-
-
 def close_matches(name: str, candidates: Iterable[str], n: int = 5) -> list[str]:
     names = sorted(set(candidates))
     found = difflib.get_close_matches(name.lower(), names, n=n, cutoff=0.4)

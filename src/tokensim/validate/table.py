@@ -1,4 +1,7 @@
-"""Read a measurements CSV (the columns of shared/data/measurements.csv) with clear errors on bad input."""
+"""Read a measurements CSV (the columns of shared/data/measurements.csv) with clear errors on bad input.
+
+Count cells are read by validate.parse.count ('~2k', '2,048', '128k', 'n/s'); how each was read is kept in
+Row.readings so that a prediction can list it among its assumptions."""
 from __future__ import annotations
 
 import csv
@@ -7,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokensim.errors import TokensimError
+from tokensim.validate.parse import count
 
 COLUMNS = ("id", "provider_or_engine", "hardware", "n_chips", "model", "total_params_B", "active_params_B",
            "weight_precision", "kv_precision", "batch_or_concurrency", "input_tokens", "output_tokens",
@@ -33,6 +37,7 @@ class Row:
     source_url: str
     source_date: str
     notes: str
+    readings: tuple[str, ...] = ()      # how free-text cells were read ('input_tokens '8K' read as 8192')
 
     @property
     def source_key(self) -> str:
@@ -54,11 +59,6 @@ def parse_number(text: str, field: str, row_id: str) -> float | None:
         raise TokensimError(f"row {row_id}: {field} = {text!r}: expected a number, '~number', a range 'a-b' or empty") from None
 
 
-def _int(text: str, field: str, row_id: str) -> int | None:
-    v = parse_number(text, field, row_id)
-    return None if v is None else int(round(v))
-
-
 def read_rows(path: str | Path) -> list[Row]:
     path = Path(path)
     try:
@@ -74,23 +74,23 @@ def read_rows(path: str | Path) -> list[Row]:
         rows = []
         for n, raw in enumerate(reader, start=2):
             rid = (raw.get("id") or f"line {n}").strip()
-            metric = (raw["metric"] or "").strip()
+            metric = (raw["metric"] or "").strip().lower()
             if metric not in METRICS:
                 raise TokensimError(f"row {rid}: metric = {metric!r}: expected one of {', '.join(METRICS)}")
             value = parse_number(raw["value"] or "", "value", rid)
             if value is None or value <= 0:
                 raise TokensimError(f"row {rid}: value = {raw['value']!r}: expected a positive number")
-            batch_text = (raw["batch_or_concurrency"] or "").strip()
+            cell = {c: (raw.get(c) or "").strip() for c in COLUMNS}
+            chips = count(cell["n_chips"], "n_chips", rid)
+            batch = count(cell["batch_or_concurrency"], "batch_or_concurrency", rid)
+            inp = count(cell["input_tokens"], "input_tokens", rid, tokens=True)
+            out = count(cell["output_tokens"], "output_tokens", rid, tokens=True)
             rows.append(Row(
-                id=rid, provider_or_engine=(raw["provider_or_engine"] or "").strip(),
-                hardware=(raw["hardware"] or "").strip(), n_chips=_int(raw["n_chips"] or "", "n_chips", rid),
-                model=(raw["model"] or "").strip(), weight_precision=(raw["weight_precision"] or "").strip(),
-                kv_precision=(raw["kv_precision"] or "").strip(),
-                batch=_int(batch_text, "batch_or_concurrency", rid), batch_approximate=batch_text.startswith("~"),
-                input_tokens=_int(raw["input_tokens"] or "", "input_tokens", rid),
-                output_tokens=_int(raw["output_tokens"] or "", "output_tokens", rid),
-                spec_decode=(raw["spec_decode"] or "").strip(), metric=metric, value=value,
-                source_url=(raw["source_url"] or "").strip(), source_date=(raw["source_date"] or "").strip(),
-                notes=(raw["notes"] or "").strip(),
+                id=rid, provider_or_engine=cell["provider_or_engine"], hardware=cell["hardware"], n_chips=chips.value,
+                model=cell["model"], weight_precision=cell["weight_precision"], kv_precision=cell["kv_precision"],
+                batch=batch.value, batch_approximate=batch.approximate,
+                input_tokens=inp.value, output_tokens=out.value, spec_decode=cell["spec_decode"], metric=metric,
+                value=value, source_url=cell["source_url"], source_date=cell["source_date"], notes=cell["notes"],
+                readings=tuple(c.note for c in (chips, batch, inp, out) if c.note),
             ))
     return rows

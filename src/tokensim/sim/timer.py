@@ -1,0 +1,136 @@
+"""The contract between the serving simulator and a cost model: one engine step, one wall time.
+
+The simulator forms each step's batch the way the engine would and asks a `StepTimer` how long
+that exact batch takes. It treats the timer as a black box; a timer may also offer
+`decode_run_s(contexts, n_steps)` (the times of `n_steps` pure-decode steps whose contexts grow
+by one token a step), which the simulator uses when present to skip ahead through runs of
+identical decode steps.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from tokensim.errors import require
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+_sum = np.add.reduce
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """One engine step: the decoding sequences and the prefill chunks scheduled together."""
+    decode_context_tokens: np.ndarray   # int, per decoding sequence: tokens already in its KV cache before this step
+    prefill_chunk_tokens: np.ndarray    # int, per prefill chunk scheduled this step: its new tokens
+    prefill_cached_tokens: np.ndarray   # int, per chunk: its request's tokens already in cache (earlier chunks, prefix hits)
+    query_tokens_per_decode: int = 1    # 1, or 1 + draft tokens under speculative decoding (verify step)
+
+    @property
+    def num_decode_seqs(self) -> int:
+        return int(self.decode_context_tokens.size)
+
+    @property
+    def num_prefill_seqs(self) -> int:
+        return int(self.prefill_chunk_tokens.size)
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens the step computes: each decode's query tokens plus every prefill chunk."""
+        return (self.num_decode_seqs * self.query_tokens_per_decode
+                + int(self.prefill_chunk_tokens.sum()))
+
+
+def decode_batch(contexts) -> StepBatch:
+    """A pure-decode step over sequences with these contexts (a convenience for callers)."""
+    return StepBatch(np.asarray(contexts, dtype=np.int64), _EMPTY, _EMPTY)
+
+
+@runtime_checkable
+class StepTimer(Protocol):
+    def step_s(self, batch: StepBatch) -> float: ...          # wall time of one engine step for this exact batch
+
+
+def _positive(name: str, value: float) -> None:
+    require(isinstance(value, (int, float)) and math.isfinite(value) and value > 0,
+            name, value, "a finite number of seconds > 0")
+
+
+def _non_negative(name: str, value: float) -> None:
+    require(isinstance(value, (int, float)) and math.isfinite(value) and value >= 0,
+            name, value, "a finite number >= 0")
+
+
+@dataclass(frozen=True)
+class ConstantTimer:
+    """Every step takes the same time, whatever is in it (queueing-theory checks)."""
+    step_time_s: float
+
+    def __post_init__(self) -> None:
+        _positive("step_time_s", self.step_time_s)
+
+    def step_s(self, batch: StepBatch) -> float:
+        return self.step_time_s
+
+    def decode_run_s(self, contexts: np.ndarray, n_steps: int) -> np.ndarray:
+        return np.full(n_steps, self.step_time_s)
+
+
+@dataclass(frozen=True)
+class AffineTimer:
+    """time = fixed + per_token x tokens + per_context x attended context + per_seq x sequences.
+
+    tokens = decode sequences x query tokens + prefill chunk tokens; attended context = sum of
+    decode contexts + sum over chunks of chunk x (cached + chunk / 2) (a chunk's tokens attend to
+    the cache and, on average, to half of the chunk itself).
+    """
+    fixed_s: float
+    per_token_s: float
+    per_context_token_s: float
+    per_seq_s: float
+
+    def __post_init__(self) -> None:
+        for name in ("fixed_s", "per_token_s", "per_context_token_s", "per_seq_s"):
+            _non_negative(name, getattr(self, name))
+        require(self.fixed_s + self.per_token_s + self.per_seq_s > 0, "fixed_s", self.fixed_s,
+                "fixed_s, per_token_s or per_seq_s > 0 (a step must take time)")
+
+    def step_s(self, batch: StepBatch) -> float:
+        contexts = batch.decode_context_tokens
+        chunks = batch.prefill_chunk_tokens
+        n_decode = len(contexts)
+        n_chunks = len(chunks)
+        tokens = n_decode * batch.query_tokens_per_decode
+        attended = float(_sum(contexts)) if n_decode else 0.0
+        if n_chunks:
+            for chunk, cached in zip(chunks.tolist(), batch.prefill_cached_tokens.tolist(), strict=True):
+                tokens += chunk
+                attended += chunk * (cached + chunk / 2)
+        return (self.fixed_s + self.per_token_s * tokens + self.per_context_token_s * attended
+                + self.per_seq_s * (n_decode + n_chunks))
+
+    def decode_run_s(self, contexts: np.ndarray, n_steps: int) -> np.ndarray:
+        """Times of `n_steps` decode steps over `contexts`, each step one token longer."""
+        n = contexts.size
+        first = (self.fixed_s + (self.per_token_s + self.per_seq_s) * n
+                 + self.per_context_token_s * float(_sum(contexts)))
+        return first + (self.per_context_token_s * n) * np.arange(n_steps, dtype=np.float64)
+
+
+@dataclass
+class RecordingTimer:
+    """Wraps a timer and keeps every batch it was asked about (tests, step-by-step inspection).
+
+    It offers no `decode_run_s`, so the simulator asks it about every step one by one.
+    """
+    inner: StepTimer
+    batches: list[StepBatch] = field(default_factory=list)
+    times_s: list[float] = field(default_factory=list)
+
+    def step_s(self, batch: StepBatch) -> float:
+        t = self.inner.step_s(batch)
+        self.batches.append(batch)
+        self.times_s.append(t)
+        return t

@@ -1,0 +1,258 @@
+"""Requests to serve: open-loop arrival processes, a closed loop at fixed concurrency, traces.
+
+A `Workload` is a set of requests as parallel arrays, sorted by arrival time. A `ClosedLoop`
+holds request sizes only: it keeps `concurrency` requests outstanding and sends the next one
+when one finishes, as benchmark clients do. Randomness comes from the numpy Generator passed in.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tokensim.errors import TokensimError, bad_value, require
+
+NO_PREFIX = -1
+
+# Trace fields of the LLMServingSim / vLLM request records (shared/data/serving/traces).
+_JSONL_REQUIRED = ("input_toks", "output_toks", "arrival_time")
+_JSONL_OPTIONAL = ("request_id", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts",
+                   "prefix_id", "prefix_toks")
+_CSV_REQUIRED = ("arrival_s", "input_tokens", "output_tokens")
+_CSV_OPTIONAL = ("prefix_id", "prefix_tokens")
+
+
+def _int_array(name: str, values, n: int | None = None) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim == 0 and n is not None:
+        arr = np.full(n, arr)
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        if not np.issubdtype(arr.dtype, np.floating) or not np.all(np.isfinite(arr)) \
+                or np.any(arr != np.round(arr)):
+            bad = arr.flat[0] if arr.size else arr
+            raise bad_value(name, bad, "whole numbers of tokens")
+    return arr.astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """Requests as arrays, sorted by arrival; `prefix_id` -1 means no shared prefix."""
+    arrival_s: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    prefix_id: np.ndarray | None = None
+    prefix_tokens: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        arrival = np.asarray(self.arrival_s, dtype=np.float64)
+        n = arrival.size
+        require(arrival.ndim == 1, "arrival_s", arrival.shape, "a 1-D array of times")
+        inputs = _int_array("input_tokens", self.input_tokens, n)
+        outputs = _int_array("output_tokens", self.output_tokens, n)
+        pid = _int_array("prefix_id", NO_PREFIX if self.prefix_id is None else self.prefix_id, n)
+        ptok = _int_array("prefix_tokens", 0 if self.prefix_tokens is None else self.prefix_tokens, n)
+        for name, arr in (("input_tokens", inputs), ("output_tokens", outputs),
+                          ("prefix_id", pid), ("prefix_tokens", ptok)):
+            require(arr.shape == (n,), name, arr.shape, f"one value per request ({n})")
+        if n:
+            _check_times("arrival_s", arrival)
+            _first_bad("input_tokens", inputs, inputs < 1, "at least 1 token")
+            _first_bad("output_tokens", outputs, outputs < 1, "at least 1 token")
+            _first_bad("prefix_id", pid, pid < NO_PREFIX, "-1 (none) or an id >= 0")
+            _first_bad("prefix_tokens", ptok, (ptok < 0) | (ptok > inputs),
+                       "between 0 and the request's input tokens")
+            _first_bad("prefix_tokens", ptok, (pid == NO_PREFIX) & (ptok > 0),
+                       "0 for a request without a prefix_id")
+        for name, arr in (("arrival_s", arrival), ("input_tokens", inputs), ("output_tokens", outputs),
+                          ("prefix_id", pid), ("prefix_tokens", ptok)):
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    def __len__(self) -> int:
+        return int(self.arrival_s.size)
+
+    def check_context(self, max_context_tokens: int) -> None:
+        """Refuse any request whose input + output tokens exceed `max_context_tokens`."""
+        total = self.input_tokens + self.output_tokens
+        _first_bad("input_tokens + output_tokens", total, total > max_context_tokens,
+                   f"at most the context limit {max_context_tokens}")
+
+
+def _first_bad(name: str, values: np.ndarray, mask: np.ndarray, expected: str) -> None:
+    if np.any(mask):
+        i = int(np.argmax(mask))
+        raise TokensimError(f"{name} = {values[i].item()!r} (request {i}): expected {expected}")
+
+
+def _check_times(name: str, times: np.ndarray) -> None:
+    _first_bad(name, times, ~np.isfinite(times), "a finite time in seconds")
+    _first_bad(name, times, times < 0, "a time >= 0 s")
+    if times.size > 1:
+        _first_bad(name, times[1:], times[1:] < times[:-1], "times sorted in arrival order")
+
+
+@dataclass(frozen=True)
+class ClosedLoop:
+    """`concurrency` clients, each sending its next request when its last one finishes.
+
+    Request sizes come from `requests` in order (their arrival times are ignored).
+    """
+    concurrency: int
+    requests: Workload
+
+    def __post_init__(self) -> None:
+        require(isinstance(self.concurrency, int) and self.concurrency >= 1, "concurrency",
+                self.concurrency, "a whole number of clients >= 1")
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+
+def _rate(rate_per_s: float) -> float:
+    ok = isinstance(rate_per_s, (int, float)) and math.isfinite(rate_per_s) and rate_per_s > 0
+    require(ok, "rate_per_s", rate_per_s, "a finite request rate > 0 per second")
+    return float(rate_per_s)
+
+
+def poisson_arrivals(rate_per_s: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Arrival times of a Poisson process (exponential gaps), the first at its first gap."""
+    rate = _rate(rate_per_s)
+    require(isinstance(n, int) and n >= 0, "n", n, "a whole number of requests >= 0")
+    return np.cumsum(rng.exponential(1.0 / rate, n))
+
+
+def gamma_arrivals(rate_per_s: float, cv: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Arrival times with gamma-distributed gaps of mean 1/rate and coefficient of variation cv
+    (cv 1 is Poisson; above 1 bursty, below 1 regular)."""
+    rate = _rate(rate_per_s)
+    ok = isinstance(cv, (int, float)) and math.isfinite(cv) and cv > 0
+    require(ok, "cv", cv, "a finite coefficient of variation > 0")
+    require(isinstance(n, int) and n >= 0, "n", n, "a whole number of requests >= 0")
+    shape = 1.0 / (cv * cv)
+    return np.cumsum(rng.gamma(shape, 1.0 / (rate * shape), n))
+
+
+def synthetic(n: int, rng: np.random.Generator, *, rate_per_s: float | None = None, cv: float = 1.0,
+              input_tokens=1000, output_tokens=200, n_prefixes: int = 0,
+              prefix_tokens: int = 0) -> Workload:
+    """`n` requests arriving at `rate_per_s` (Poisson, or gamma when cv != 1; all at 0 when no
+    rate is given). Lengths are ints (all the same) or arrays of one value per request. With
+    `n_prefixes` > 0, each request shares one of that many prefixes of `prefix_tokens` tokens."""
+    if rate_per_s is None:
+        arrival = np.zeros(n)
+    elif cv == 1.0:
+        arrival = poisson_arrivals(rate_per_s, n, rng)
+    else:
+        arrival = gamma_arrivals(rate_per_s, cv, n, rng)
+    inputs = _int_array("input_tokens", input_tokens, n)
+    if n_prefixes:
+        require(isinstance(n_prefixes, int) and n_prefixes > 0, "n_prefixes", n_prefixes, "a count >= 0")
+        pid = rng.integers(0, n_prefixes, n)
+        ptok = np.minimum(prefix_tokens, inputs)
+    else:
+        pid, ptok = None, None
+    return Workload(arrival, inputs, _int_array("output_tokens", output_tokens, n), pid, ptok)
+
+
+def load_trace(path: str | Path) -> Workload:
+    """A trace file: JSONL request records (`input_toks`, `output_toks`, `arrival_time`, as in the
+    vLLM traces of shared/data/serving/traces) or a CSV with a header
+    `arrival_s,input_tokens,output_tokens[,prefix_id,prefix_tokens]`. JSONL times are made
+    relative to the first arrival; CSV times are taken as they are."""
+    path = Path(path)
+    if not path.is_file():
+        raise bad_value("trace", str(path), "an existing .jsonl or .csv file")
+    if path.suffix == ".csv":
+        return _load_csv(path)
+    if path.suffix in (".jsonl", ".json"):
+        return _load_jsonl(path)
+    raise bad_value("trace", str(path), "a file ending in .jsonl or .csv")
+
+
+def _load_jsonl(path: Path) -> Workload:
+    rows = []
+    with path.open() as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise TokensimError(f"{path.name} line {line_no}: not JSON ({e.msg})") from None
+            if not isinstance(rec, dict):
+                raise bad_value(f"{path.name} line {line_no}", rec, "a JSON object per line")
+            unknown = sorted(set(rec) - set(_JSONL_REQUIRED) - set(_JSONL_OPTIONAL))
+            if unknown:
+                raise bad_value(f"{path.name} line {line_no} field", unknown[0],
+                                f"one of {', '.join(_JSONL_REQUIRED + _JSONL_OPTIONAL)}")
+            for key in _JSONL_REQUIRED:
+                if key not in rec:
+                    raise bad_value(f"{path.name} line {line_no} field {key}", None, "present")
+                if not isinstance(rec[key], (int, float)) or isinstance(rec[key], bool):
+                    raise bad_value(f"{path.name} line {line_no} {key}", rec[key], "a number")
+            rows.append(rec)
+    arrival = np.array([r["arrival_time"] for r in rows], dtype=np.float64)
+    if arrival.size:
+        _check_times("arrival_time", arrival)
+        arrival = arrival - arrival[0]
+    pid = [r.get("prefix_id", NO_PREFIX) for r in rows]
+    ptok = [r.get("prefix_toks", 0) for r in rows]
+    return Workload(arrival, np.array([r["input_toks"] for r in rows]), np.array([r["output_toks"] for r in rows]),
+                    np.array(pid, dtype=np.int64), np.array(ptok, dtype=np.int64))
+
+
+def _load_csv(path: Path) -> Workload:
+    with path.open(newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None:
+            return Workload(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        header = [h.strip() for h in header]
+        allowed = _CSV_REQUIRED + _CSV_OPTIONAL
+        for h in header:
+            if h not in allowed:
+                raise bad_value(f"{path.name} column", h, f"one of {', '.join(allowed)}")
+        for h in _CSV_REQUIRED:
+            if h not in header:
+                raise bad_value(f"{path.name} column {h}", None, "present in the header")
+        columns: dict[str, list[float]] = {h: [] for h in header}
+        for line_no, row in enumerate(reader, 2):
+            if not row or all(not c.strip() for c in row):
+                continue
+            if len(row) != len(header):
+                raise bad_value(f"{path.name} line {line_no}", ",".join(row),
+                                f"{len(header)} values ({','.join(header)})")
+            for h, cell in zip(header, row, strict=True):
+                try:
+                    columns[h].append(float(cell))
+                except ValueError:
+                    raise bad_value(f"{path.name} line {line_no} {h}", cell, "a number") from None
+    arrival = np.array(columns["arrival_s"], dtype=np.float64)
+    _check_times("arrival_s", arrival)
+    return Workload(arrival, np.array(columns["input_tokens"]), np.array(columns["output_tokens"]),
+                    np.array(columns["prefix_id"]) if "prefix_id" in columns else None,
+                    np.array(columns["prefix_tokens"]) if "prefix_tokens" in columns else None)
+
+
+def load_trace_measurements(path: str | Path) -> dict[str, np.ndarray]:
+    """What the engine measured per request in a JSONL trace, in seconds: `ttft_s`
+    (first token - queued), `e2e_s` (last token - queued), `tpot_s` ((last - first) /
+    (output - 1), NaN for one-token outputs), `queue_s` (scheduled - queued)."""
+    path = Path(path)
+    rows = [json.loads(line) for line in path.open() if line.strip()]
+    for key in ("queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts", "output_toks"):
+        if rows and key not in rows[0]:
+            raise bad_value(f"{path.name} field {key}", None, "present for measurements")
+    col = {k: np.array([r[k] for r in rows], dtype=np.float64)
+           for k in ("queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts", "output_toks")}
+    decode = col["output_toks"] - 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(decode > 0, (col["last_token_ts"] - col["first_token_ts"]) / decode, np.nan)
+    return {"ttft_s": col["first_token_ts"] - col["queued_ts"],
+            "e2e_s": col["last_token_ts"] - col["queued_ts"],
+            "tpot_s": tpot,
+            "queue_s": col["scheduled_ts"] - col["queued_ts"]}

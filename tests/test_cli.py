@@ -1,62 +1,196 @@
-"""The command line: tables and JSON on good input; one line, exit code 2, no traceback on bad input."""
+"""The command line: tables and JSON on good input; one line, exit code 2, no traceback on bad input; choices that
+--help lists and completion offers; the renamed token-count flags. Run in-process (typer's CliRunner on
+`tokensim.cli.app`), except one smoke test of the installed console script and `python -m tokensim`."""
 import json
+import os
 import subprocess
 import sys
+from importlib.metadata import version
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from tokensim.cli import app, engine_names, engine_profile_names
+from tokensim.perf.constants import ENGINES
+from tokensim.specs.precision import COMPUTE_ORDER, PRECISIONS
+
+try:
+    runner = CliRunner(mix_stderr=False)     # click < 8.2 mixes stderr into stdout unless told not to
+except TypeError:
+    runner = CliRunner()                     # newer ones always keep them apart
 
 
-def run(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "tokensim.cli", *args], capture_output=True, text=True, timeout=120)
-    if check_rc is not None:
-        assert proc.returncode == check_rc, proc.stderr
-    return proc
+def cli(*args: str, rc: int = 0, env: dict | None = None):
+    result = runner.invoke(app, list(args), env=env)
+    assert result.exit_code == rc, (result.exit_code, result.stdout[-2000:], result.stderr[-2000:], result.exception)
+    return result
+
+
+def assert_one_line(result, *needles: str) -> None:
+    """Bad input: exit 2, one line on stderr starting `error:`, nothing on stdout, no traceback."""
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.output and result.stdout == ""
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
 
 
 def test_predict_default_prints_table():
-    proc = run("predict", "--model", "llama-3.1-8b", "--hardware", "h100-sxm")
-    assert "tokens/s per user" in proc.stdout and "decode step breakdown" in proc.stdout
+    out = cli("predict", "--model", "llama-3.1-8b", "--hardware", "h100-sxm").stdout
+    assert "tokens/s per user" in out and "decode step breakdown" in out
 
 
-def test_predict_json_has_required_keys():
-    d = json.loads(run("predict", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--json").stdout)
+def test_predict_json_has_required_keys_and_plain_values():
+    d = json.loads(cli("predict", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--json",
+                       "--weights", "FP8", "--engine", "vLLM").stdout)
     for key in ("tokens_per_s_per_user", "time_per_output_token_s", "ttft_s", "throughput_tokens_per_s", "chips",
-                "memory_per_chip_bytes", "max_batch", "breakdown"):
+                "memory_per_chip_bytes", "max_batch", "breakdown", "constants"):
         assert key in d
     assert all({"name", "time_s", "bound"} <= set(op) for op in d["breakdown"])
+    assert d["deployment"]["weights"] == "fp8" and d["deployment"]["engine"] == "vllm"      # choices arrive as plain names
 
 
 def test_models_and_hardware_lists():
-    assert "kimi-k2.6" in run("models").stdout
-    names = {h["name"] for h in json.loads(run("hardware", "--json").stdout)}
+    assert "kimi-k2.6" in cli("models").stdout
+    names = {h["name"] for h in json.loads(cli("hardware", "--json").stdout)}
     assert {"h100-sxm", "cs-3", "groq-lpu", "mi300x"} <= names
 
 
-@pytest.mark.parametrize("args, needle", [
-    (("predict", "--model", "llama-3.1-8bb"), "llama-3.1-8b"),                       # close match listed
-    (("predict", "--hardware", "h100-sxn"), "h100-sxm"),
-    (("predict", "--batch", "-1"), "batch = -1"),
-    (("predict", "--tp", "3"), "tp = 3"),
-    (("predict", "--model", "llama-3.1-405b", "--tp", "1"), "does not fit"),
-    (("predict", "--weights", "int3"), "weights = 'int3'"),
+@pytest.mark.parametrize("args, needles", [
+    (("predict", "--model", "llama-3.1-8bb"), ["llama-3.1-8b"]),                  # close match listed
+    (("predict", "--hardware", "h100-sxn"), ["h100-sxm"]),
+    (("predict", "--batch", "-1"), ["batch = -1"]),
+    (("predict", "--batch", "many"), ["--batch = 'many'", "integer"]),
+    (("predict", "--tp", "3"), ["tp = 3"]),
+    (("predict", "--model", "llama-3.1-405b", "--tp", "1"), ["does not fit"]),
+    (("predict", "--weights", "int3"), ["--weights = 'int3'", "expected one of", "nvfp4"]),
+    (("predict", "--kv", "fp9"), ["--kv = 'fp9'", "fp8"]),
+    (("predict", "--compute", "fp6"), ["--compute = 'fp6'", "fp4"]),
+    (("predict", "--engine", "tgi"), ["--engine = 'tgi'", "vllm"]),
+    (("predict", "--input-tokens", "0"), ["input_tokens = 0"]),
+    (("predict", "--input", "100", "--input-tokens", "200"), ["--input-tokens = 200", "--input"]),
+    (("predict", "--no-such-flag"), ["--no-such-flag"]),
+    (("plan", "--model", "llama-3.1-8b", "-H", "h100-sxm", "--objective", "fastest"), ["--objective = 'fastest'", "throughput"]),
+    (("plan", "--model", "llama-3.1-8b"), ["--hardware"]),
+    (("schema", "config"), ["'config'", "scenario, hardware, session"]),
+    (("no-such-command",), ["no-such-command"]),
 ])
-def test_bad_input_is_one_line_exit_2(args, needle):
-    proc = run(*args, check_rc=2)
-    assert needle in proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
+def test_bad_input_is_one_line_exit_2(args, needles):
+    assert_one_line(runner.invoke(app, list(args)), *needles)
+
+
+def test_a_bug_is_one_line_exit_1_unless_debugging(monkeypatch):
+    """An unexpected exception is reported in one line (exit 1); TOKENSIM_DEBUG=1 lets it through with its traceback."""
+    from tokensim.output import render_catalog
+
+    def broken():
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(render_catalog, "model_rows", broken)
+    result = runner.invoke(app, ["models"])
+    assert result.exit_code == 1 and result.stderr.strip() == (
+        "error: internal error, please report it: RuntimeError: boom (TOKENSIM_DEBUG=1 shows the traceback)")
+    result = runner.invoke(app, ["models"], env={"TOKENSIM_DEBUG": "1"})
+    assert isinstance(result.exception, RuntimeError)
 
 
 def test_malformed_config_json(tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text('{"hidden_size": 4096, "num_hidden_layers": "many"')
-    proc = run("predict", "--model", str(bad), check_rc=2)
-    assert "config.json" in proc.stderr and "Traceback" not in proc.stderr
+    assert_one_line(runner.invoke(app, ["predict", "--model", str(bad)]), "config.json")
 
 
 def test_config_with_wrong_field_type(tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text(json.dumps({"hidden_size": 4096, "num_hidden_layers": "many", "num_attention_heads": 32,
                                "vocab_size": 32000, "intermediate_size": 11008}))
-    proc = run("predict", "--model", str(bad), check_rc=2)
-    assert "num_hidden_layers" in proc.stderr
+    assert_one_line(runner.invoke(app, ["predict", "--model", str(bad)]), "num_hidden_layers")
+
+
+def test_no_command_shows_the_help_and_no_error_line():
+    result = runner.invoke(app, [])
+    assert "Usage" in result.output and "predict" in result.output
+    assert "error:" not in result.output and result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_version_comes_from_the_installed_metadata():
+    assert cli("--version").stdout.strip() == f"tokensim {version('tokensim')}"
+
+
+def test_help_lists_every_choice():
+    """--help shows the precision, compute and engine names the library accepts, and the objectives."""
+    text = cli("predict", "--help", env={"COLUMNS": "300"}).stdout
+    for name in [*PRECISIONS, *COMPUTE_ORDER, *engine_names()]:
+        assert name in text, name
+    assert "--input-tokens" in text and "--output-tokens" in text
+    plan_help = cli("plan", "--help", env={"COLUMNS": "300"}).stdout
+    assert all(o in plan_help for o in ("cost", "throughput", "speed"))
+
+
+def test_engine_choices_follow_the_library():
+    """Every engine the library names is a choice (one-word spellings, any case), and every choice is one it accepts."""
+    from tokensim.deploy.deployment import Deployment
+
+    choices = engine_names()
+    assert set(engine_profile_names()) <= set(choices)
+    assert {e.lower() for e in ENGINES if " " not in e and "(" not in e} <= set(choices)
+    for name in choices:
+        Deployment(engine=name)                    # refused input would raise TokensimError
+
+
+@pytest.mark.parametrize("command", ["predict", "plan", "report", "fit"])
+def test_old_spellings_are_hidden_and_output_never_names_a_file(command):
+    """--input/--output still work on predict and plan but are not advertised; report and fit write with -o/--out."""
+    text = cli(command, "--help").stdout
+    words = set(text.replace("│", " ").replace(",", " ").split())
+    assert "--input" not in words and "--output" not in words
+    if command in ("report", "fit"):
+        assert "--out" in words and "-o" in words
+
+
+def test_old_token_flags_still_work():
+    new = json.loads(cli("predict", "--input-tokens", "2048", "--output-tokens", "512", "--json").stdout)
+    old = json.loads(cli("predict", "--input", "2048", "--output", "512", "--json").stdout)
+    assert new["deployment"]["input_tokens"] == old["deployment"]["input_tokens"] == 2048
+    assert new["deployment"]["output_tokens"] == old["deployment"]["output_tokens"] == 512
+    assert new["tokens_per_s_per_user"] == old["tokens_per_s_per_user"]
+
+
+@pytest.mark.parametrize("words, cword, expected", [
+    ("tokensim predict --weights nv", 3, {"nvfp4"}),
+    ("tokensim predict --engine ", 3, set(engine_names())),
+    ("tokensim plan --objective ", 3, {"cost", "throughput", "speed"}),
+    ("tokensim sch", 1, {"schema"}),
+])
+def test_shell_completion_offers_the_choices(words, cword, expected):
+    result = runner.invoke(app, [], env={"_TOKENSIM_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)},
+                           prog_name="tokensim")
+    assert result.exit_code == 0
+    assert set(result.stdout.split()) == expected
+
+
+def test_schema_prints_json_schema():
+    schema = pytest.importorskip("tokensim.inputs.schema", reason="tokensim.inputs.schema is not in this tree yet")
+    for kind in ("scenario", "hardware", "session"):
+        printed = json.loads(cli("schema", kind).stdout)
+        assert printed == json.loads(json.dumps(schema.json_schema(kind)))
+        assert isinstance(printed, dict) and printed
+
+
+def _console_script() -> Path:
+    script = Path(sys.executable).parent / ("tokensim.exe" if os.name == "nt" else "tokensim")
+    if not script.exists():
+        pytest.skip("the tokensim console script is not installed beside this Python (pip install .)")
+    return script
+
+
+def test_console_script_and_python_m_smoke():
+    """The installed entry point and `python -m tokensim` run the same app in a fresh process."""
+    proc = subprocess.run([str(_console_script()), "predict", "--json"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["tokens_per_s_per_user"] > 0
+    proc = subprocess.run([sys.executable, "-m", "tokensim", "predict", "--weights", "int3"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --weights = 'int3'") and "Traceback" not in proc.stderr

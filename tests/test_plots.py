@@ -1,16 +1,18 @@
-"""Plots: every figure is written as a non-empty PNG and SVG; the waterfall's bars multiply to the total;
-a hardware family and an op keep one colour across plots."""
+"""Plots: every figure is written as a non-empty PNG and SVG, all of a group or none; the waterfall's bars multiply
+to the total; a hardware family and an op keep one colour across plots; no pyplot and no global backend switch."""
 import math
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
 from matplotlib.colors import to_hex
 
 import tokensim
-from tokensim.output import plots
 from tokensim.errors import TokensimError
-from tokensim.specs.hardware.catalog import catalog
+from tokensim.output import plots
 from tokensim.output.plot_data import speed_vs_batch_points, ttft_vs_depth_points
+from tokensim.specs.hardware.catalog import catalog
 
 FACTORS = [("bandwidth", 3.2), ("batch", 0.5), ("speculative decoding", 2.5), ("layer floor", 0.8)]
 
@@ -49,8 +51,10 @@ def test_each_plot_writes_png_and_svg(tmp_path, h200_prediction, batch_points):
         "ttft": lambda path: plots.ttft_vs_depth(depth, path),
         "waterfall": lambda path: plots.waterfall(FACTORS, math.prod(f for _, f in FACTORS), path),
     }
+    (tmp_path / "out").mkdir()
     for stem, draw in cases.items():
         _assert_written(draw(tmp_path / "out" / f"{stem}.png"), tmp_path, stem)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(f"{s}.{x}" for s in cases for x in ("png", "svg"))
 
 
 def test_prediction_plots_writes_breakdown_and_roofline(tmp_path, h200_prediction):
@@ -73,7 +77,7 @@ def test_waterfall_bars_multiply_to_the_total():
     bars = fig.axes[0].patches
     assert len(bars) == len(FACTORS) + 1
     run = 1.0
-    for (name, f), bar in zip(FACTORS, bars):
+    for (name, f), bar in zip(FACTORS, bars, strict=False):
         lo, hi = bar.get_y(), bar.get_y() + bar.get_height()
         assert (hi / lo) == pytest.approx(max(f, 1 / f))
         assert {round(lo, 9), round(hi, 9)} == {round(run, 9), round(run * f, 9)}, name
@@ -81,7 +85,6 @@ def test_waterfall_bars_multiply_to_the_total():
     total_bar = bars[-1]
     assert run == pytest.approx(total)
     assert total_bar.get_y() + total_bar.get_height() == pytest.approx(max(total, 1.0))
-    plots.plt.close(fig)
 
 
 @pytest.mark.parametrize("factors, total", [(FACTORS, 3.0), ([("a", -2.0)], -2.0), ([], 1.0), ([("a", 2.0)], 0.0)])
@@ -103,7 +106,6 @@ def test_a_family_keeps_its_colour_across_plots(batch_points):
     assert speed["h200"] == speed["h100-sxm"] == front["h200 (front)"] == hopper
     assert speed["cs-3"] == front["cs-3 (front)"] == depth["llama-3.1-8b on cs-3"] == wafer
     assert speed["mi300x"] == plots.FAMILY_COLOURS[catalog()["mi300x"].family]
-    plots.plt.close("all")
 
 
 def test_an_op_keeps_its_colour_in_breakdown_and_roofline(h200_prediction):
@@ -113,7 +115,6 @@ def test_an_op_keeps_its_colour_in_breakdown_and_roofline(h200_prediction):
     dot_colours = {to_hex(c.get_facecolor()[0]) for c in roof.axes[0].collections}
     assert plots.op_colour("ffn") in bar_colours and plots.op_colour("ffn") in dot_colours
     assert plots.op_colour("some.new.op") == plots.op_colour("some.new.op")
-    plots.plt.close("all")
 
 
 def test_family_of_disaggregated_names():
@@ -141,3 +142,37 @@ def test_bad_points_name_the_missing_field(draw):
 def test_a_chip_with_no_predictable_batch_is_an_error():
     with pytest.raises(TokensimError, match="no batch"):
         speed_vs_batch_points("llama-3.1-405b", ["h100-sxm"], batches=(1,), tp=1)
+
+
+def test_a_group_of_figures_is_written_whole_or_not_at_all(tmp_path, h200_prediction):
+    """When the second figure of a group cannot be written, the first is not written either and no temporary
+    file is left; an existing file of the same name keeps its content."""
+    (tmp_path / "a.png").write_bytes(b"old")
+    good = plots.breakdown_figure(h200_prediction)
+    with pytest.raises(TokensimError, match="no-such-folder"):
+        plots.save_all([(good, tmp_path / "a.png"), (good, tmp_path / "no-such-folder" / "b.png")], field="--plot")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png"]
+    assert (tmp_path / "a.png").read_bytes() == b"old"
+
+
+@pytest.mark.parametrize("bad", ["/", ".", "{tmp}", "{tmp}/", "{tmp}/missing/x.png", "{tmp}/file.txt/x.png"])
+def test_a_path_that_cannot_be_a_file_is_refused(tmp_path, h200_prediction, bad):
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(TokensimError, match="--plot = "):
+        plots.breakdown(h200_prediction, bad.format(tmp=tmp_path), field="--plot")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
+
+
+def test_plots_use_no_pyplot_and_leave_the_backend_alone():
+    """Drawing and saving a figure imports no pyplot (whose import picks a global backend)."""
+    code = ("import sys, tempfile, pathlib\n"
+            "from tokensim.output import plots\n"
+            "d = pathlib.Path(tempfile.mkdtemp())\n"
+            "plots.waterfall([('a', 2.0), ('b', 0.5)], 1.0, d / 'w.png')\n"
+            "from tokensim.output.report_html import figure_img\n"
+            "assert figure_img(plots.waterfall_figure([('a', 2.0)], 2.0), 'x').startswith('<img')\n"
+            "assert (d / 'w.svg').stat().st_size > 1000\n"
+            "print('pyplot' if 'matplotlib.pyplot' in sys.modules else 'clean')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "clean"

@@ -2,19 +2,16 @@
 errors and shows the predicted numbers; text from a user's files shows as text; bad input is a TokensimError
 and never leaves a half-written file.
 
-The browser is driven over the DevTools protocol on --remote-debugging-pipe (fd 3: commands in, fd 4: replies
-and events out, each message JSON ended by a NUL byte) with the standard library only.
+The browser is Debian's Chromium (/usr/bin/chromium; `apt-get install -y chromium`), driven through the `playwright`
+package with `executable_path` pointed at it: Playwright never downloads a browser here. Console errors, page
+errors and every request come from Playwright's events and, for the browser's own log and network view, from a
+DevTools session on the page.
 """
-import base64
-import fcntl
 import io
 import json
 import os
-import select
 import shutil
-import subprocess
-import tempfile
-import time
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -28,9 +25,8 @@ from tokensim.scenarios.scenario import find_scenario, load_scenario, run_scenar
 SHIPPED = ["kimi-k2.6-cs3", "sol-cs3"]
 MARKUP = "<script>alert(1)</script>"
 IMG_MARKUP = "<img src=x onerror=alert(2)>"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-default-apps", "--disable-extensions", "--mute-audio", "--remote-debugging-pipe"]
+FLAGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+         "--no-first-run"]
 LOCAL_SCHEMES = ("file:", "data:", "about:")
 
 
@@ -39,121 +35,19 @@ def chromium_path() -> str | None:
         "/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
 
 
-class Browser:
-    """One headless Chromium and one page, driven over the DevTools pipe."""
+@dataclass
+class Opened:
+    """A page that loaded a report, with what the browser reported while loading it."""
 
-    def __init__(self, exe: str, timeout_s: float = 60.0):
-        self.timeout_s = timeout_s
-        self.profile = tempfile.TemporaryDirectory(prefix="tokensim-chromium-")
-        to_browser_r, self._to_browser = os.pipe()
-        self._from_browser, from_browser_w = os.pipe()
-        # The child's ends go to fds 3 and 4. Copies above 20 (close-on-exec) keep the dup2 onto 3 and 4 from
-        # clobbering one another; close_fds stays off, or the fds made in preexec_fn would be closed again
-        # (Python's own fds are close-on-exec, so nothing else leaks into the browser).
-        high_r = fcntl.fcntl(to_browser_r, fcntl.F_DUPFD_CLOEXEC, 20)
-        high_w = fcntl.fcntl(from_browser_w, fcntl.F_DUPFD_CLOEXEC, 20)
-        for fd in (to_browser_r, from_browser_w):
-            os.close(fd)
-
-        def onto_3_and_4():
-            os.dup2(high_r, 3)
-            os.dup2(high_w, 4)
-
-        self.proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={self.profile.name}", "about:blank"],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     close_fds=False, preexec_fn=onto_3_and_4)
-        os.close(high_r)
-        os.close(high_w)
-        self._buffer = b""
-        self._next_id = 0
-        self.events: list[dict] = []
-        target = self.call("Target.createTarget", url="about:blank")["targetId"]
-        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-        for domain in ("Page", "Runtime", "Log", "Network"):
-            self.call(f"{domain}.enable", session=True)
-
-    def _read_message(self, deadline: float) -> dict:
-        while b"\0" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self._from_browser], [], [], left)[0]:
-                raise TimeoutError("no reply from chromium")
-            chunk = os.read(self._from_browser, 1 << 16)
-            if not chunk:
-                raise RuntimeError("chromium closed the DevTools pipe")
-            self._buffer += chunk
-        raw, self._buffer = self._buffer.split(b"\0", 1)
-        return json.loads(raw)
-
-    def call(self, method: str, session: bool = False, **params) -> dict:
-        self._next_id += 1
-        msg = {"id": self._next_id, "method": method, "params": params}
-        if session:
-            msg["sessionId"] = self.session
-        os.write(self._to_browser, json.dumps(msg).encode() + b"\0")
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            reply = self._read_message(deadline)
-            if reply.get("id") == self._next_id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply.get("result", {})
-            self.events.append(reply)
-
-    def wait_for(self, event: str) -> dict:
-        deadline = time.monotonic() + self.timeout_s
-        for seen in self.events:
-            if seen.get("method") == event:
-                return seen
-        while True:
-            msg = self._read_message(deadline)
-            self.events.append(msg)
-            if msg.get("method") == event:
-                return msg
-
-    def open(self, url: str) -> None:
-        self.call("Emulation.setDeviceMetricsOverride", session=True, width=1280, height=1600, deviceScaleFactor=1,
-                  mobile=False)
-        self.call("Page.navigate", session=True, url=url)
-        self.wait_for("Page.loadEventFired")
-        self.evaluate("1")          # let late console/log events arrive before the checks
+    page: object
+    errors: list[str] = field(default_factory=list)
+    urls: list[str] = field(default_factory=list)
 
     def evaluate(self, expression: str):
-        result = self.call("Runtime.evaluate", session=True, expression=expression, returnByValue=True)
-        if "exceptionDetails" in result:
-            raise RuntimeError(f"page script failed: {result['exceptionDetails']}")
-        return result["result"].get("value")
+        return self.page.evaluate(expression)
 
     def screenshot_png(self) -> bytes:
-        return base64.b64decode(self.call("Page.captureScreenshot", session=True, format="png")["data"])
-
-    def console_errors(self) -> list[str]:
-        out = []
-        for e in self.events:
-            method, params = e.get("method"), e.get("params", {})
-            if method == "Runtime.exceptionThrown":
-                out.append(str(params.get("exceptionDetails")))
-            elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-                out.append(str(params.get("args")))
-            elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
-                out.append(params["entry"].get("text", ""))
-        return out
-
-    def requested_urls(self) -> list[str]:
-        return [e["params"]["request"]["url"] for e in self.events if e.get("method") == "Network.requestWillBeSent"]
-
-    def close(self) -> None:
-        try:
-            self.call("Browser.close")
-        except (RuntimeError, TimeoutError, OSError):
-            pass
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=20)
-        for fd in (self._to_browser, self._from_browser):
-            os.close(fd)
-        self.profile.cleanup()
+        return self.page.screenshot(type="png")
 
 
 @pytest.fixture(scope="module")
@@ -162,14 +56,39 @@ def browser():
     if not exe:
         pytest.skip("chromium is not installed (Debian: apt-get install -y chromium); the browser checks of the "
                     "HTML report need it")
-    b = Browser(exe)
-    yield b
-    b.close()
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install '.[test]' installs playwright")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=exe, headless=True, args=FLAGS)
+        yield b
+        b.close()
 
 
-def _open_report(browser: Browser, path: Path) -> None:
-    browser.events.clear()
-    browser.open(path.resolve().as_uri())
+@pytest.fixture
+def open_report(browser):
+    """Open a report file in a fresh page; the page is closed after the test."""
+    contexts = []
+
+    def opener(path: Path) -> Opened:
+        context = browser.new_context(viewport={"width": 1280, "height": 1600}, device_scale_factor=1)
+        contexts.append(context)
+        page = context.new_page()
+        seen = Opened(page)
+        page.on("console", lambda m: seen.errors.append(f"console.{m.type}: {m.text}") if m.type in ("error", "assert") else None)
+        page.on("pageerror", lambda exc: seen.errors.append(f"page error: {exc}"))
+        page.on("request", lambda r: seen.urls.append(r.url))
+        devtools = context.new_cdp_session(page)
+        devtools.on("Log.entryAdded",
+                    lambda e: seen.errors.append(e["entry"].get("text", "")) if e["entry"].get("level") == "error" else None)
+        devtools.on("Network.requestWillBeSent", lambda e: seen.urls.append(e["request"]["url"]))
+        devtools.send("Log.enable")
+        devtools.send("Network.enable")
+        page.goto(path.resolve().as_uri(), wait_until="load")
+        page.evaluate("1")              # let late console/log events arrive before the checks
+        return seen
+
+    yield opener
+    for context in contexts:
+        context.close()
 
 
 class _Tags(HTMLParser):
@@ -194,13 +113,13 @@ def _distinct_colours(png: bytes) -> int:
         return len(img.convert("RGB").getcolors(maxcolors=1 << 20) or [])
 
 
-def test_report_renders_offline_in_chromium(tmp_path, browser):
+def test_report_renders_offline_in_chromium(tmp_path, open_report):
     """Two shipped scenarios: no console errors, no request beyond the file itself and its data: images,
     the predicted numbers in the rendered text, every image decoded, and a screenshot that is not blank."""
     out = write_report(SHIPPED, tmp_path / "report.html")
-    _open_report(browser, out)
-    assert browser.console_errors() == []
-    urls = browser.requested_urls()
+    browser = open_report(out)
+    assert browser.errors == []
+    urls = browser.urls
     assert urls and all(u.startswith(LOCAL_SCHEMES) for u in urls), [u for u in urls if not u.startswith(LOCAL_SCHEMES)]
     text = browser.evaluate("document.body.innerText")
     for name in SHIPPED:
@@ -216,6 +135,16 @@ def test_report_renders_offline_in_chromium(tmp_path, browser):
     images = browser.evaluate("Array.from(document.images).map(i => [i.complete, i.naturalWidth])")
     assert len(images) == 2 * len(SHIPPED) and all(done and width > 100 for done, width in images)
     assert _distinct_colours(browser.screenshot_png()) > 50
+
+
+def test_the_browser_checks_see_errors_and_requests(tmp_path, open_report):
+    """The harness is not blind: a page that logs an error, throws, and fetches from the network is caught."""
+    page = tmp_path / "noisy.html"
+    page.write_text('<!DOCTYPE html><html><body><p>noisy</p><img src="http://127.0.0.1:9/x.png">'
+                    '<script>console.error("logged"); throw new Error("thrown");</script></body></html>', encoding="utf-8")
+    browser = open_report(page)
+    assert any("logged" in e for e in browser.errors) and any("thrown" in e for e in browser.errors)
+    assert "http://127.0.0.1:9/x.png" in browser.urls
 
 
 def _markup_scenarios(tmp_path: Path) -> list[Path]:
@@ -247,15 +176,15 @@ def test_markup_from_user_files_is_escaped(tmp_path):
     assert "&lt;img src=x onerror=alert(2)&gt;" in html_text
 
 
-def test_markup_shows_as_text_in_chromium(tmp_path, browser):
+def test_markup_shows_as_text_in_chromium(tmp_path, open_report):
     out = write_report([str(p) for p in _markup_scenarios(tmp_path)], tmp_path / "markup.html")
-    _open_report(browser, out)
+    browser = open_report(out)
     assert browser.evaluate("document.querySelectorAll('script').length") == 0
     assert browser.evaluate("document.querySelectorAll('img[onerror]').length") == 0
     text = browser.evaluate("document.body.innerText")
     assert f"title {MARKUP}" in text and f"assumed {MARKUP}" in text and IMG_MARKUP in text
-    assert browser.console_errors() == []
-    assert all(u.startswith(LOCAL_SCHEMES) for u in browser.requested_urls())
+    assert browser.errors == []
+    assert browser.urls and all(u.startswith(LOCAL_SCHEMES) for u in browser.urls)
 
 
 @pytest.mark.parametrize("scenarios", [[], "kimi-k2.6-cs3", ["no-such-scenario"]])

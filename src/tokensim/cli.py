@@ -1,161 +1,252 @@
 """The `tokensim` command: a thin layer over the library. Bad input exits 2 with one line, never a traceback."""
 from __future__ import annotations
 
-import json
+import os
+import re
 import sys
-from typing import Optional
+from collections.abc import Iterable
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from tokensim.errors import TokensimError
+from tokensim.errors import bad_value
+from tokensim.output.failures import OneLineErrors
+from tokensim.output.files import check_target
+from tokensim.output.json_out import emit_json
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Predict, explain and plan LLM token-generation speed on GPUs, wafers and LPUs.")
 out = Console(width=None if sys.stdout.isatty() else 150)
+note = Console(stderr=True, width=None if sys.stderr.isatty() else 150)   # what was written where, beside --json
 
 
-def emit_json(obj: object) -> None:
-    """Strict JSON: non-finite numbers (an unbounded figure, a missing power) become null."""
-    sys.stdout.write(json.dumps(_finite(obj), indent=2, default=_json_default, allow_nan=False) + "\n")
+app = typer.Typer(name="tokensim", cls=OneLineErrors, add_completion=True, no_args_is_help=True,
+                  pretty_exceptions_enable=False,
+                  help="Predict, explain and plan LLM token-generation speed on GPUs, wafers and LPUs.")
 
 
-def _finite(o: object) -> object:
-    import math
+# ---- choices: listed by --help, offered by shell completion, refused with the list when misspelt ----
 
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {k: _finite(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_finite(v) for v in o]
-    if hasattr(o, "to_dict"):
-        return _finite(o.to_dict())
-    if hasattr(o, "item") and callable(o.item):      # numpy scalars
-        return _finite(o.item())
-    return o
+def precision_names() -> list[str]:
+    """Stored precisions the library knows (specs/precision.py PRECISIONS)."""
+    from tokensim.specs.precision import PRECISIONS
+
+    return list(PRECISIONS)
 
 
-def _json_default(o: object) -> object:
-    return str(o)
+def compute_names() -> list[str]:
+    from tokensim.specs.precision import COMPUTE_ORDER
+
+    return list(COMPUTE_ORDER)
+
+
+def engine_names() -> list[str]:
+    """Every engine name the library accepts that can be typed as one word (perf/constants.py ENGINES: profile names
+    and their spellings, lower case), read when the CLI is built so that a profile added there is offered here."""
+    from tokensim.perf.constants import ENGINES
+
+    return list(dict.fromkeys(e.lower() for e in ENGINES if re.fullmatch(r"[\w.+-]+", e)))
+
+
+def engine_profile_names() -> list[str]:
+    """The engine profiles themselves (what --help shows; the other spellings are accepted too)."""
+    try:
+        from tokensim.perf.engines import engine_profiles
+    except ImportError:
+        return engine_names()
+    return [name for name in engine_profiles() if name in engine_names()]
+
+
+def choices(name: str, values: Iterable[str]) -> type[StrEnum]:
+    return StrEnum(name, {v: v for v in values})        # type: ignore[return-value]
+
+
+class Objective(StrEnum):
+    cost = "cost"
+    throughput = "throughput"
+    speed = "speed"
+
+
+class SchemaKind(StrEnum):
+    scenario = "scenario"
+    hardware = "hardware"
+    session = "session"
+
+
+if TYPE_CHECKING:          # for the type checker a choice is its string; typer needs the enums built below
+    Precision: TypeAlias = str
+    Compute: TypeAlias = str
+    Engine: TypeAlias = str
+else:
+    Precision = choices("Precision", precision_names())
+    Compute = choices("Compute", compute_names())
+    Engine = choices("Engine", engine_names())
+
+
+ENGINE_METAVAR = f"<{'|'.join(engine_profile_names())}>"
+ENGINE_HELP = ("serving engine profile (data/engines); other spellings are accepted too: "
+               + ", ".join(n for n in engine_names() if n not in engine_profile_names()))
+
+
+def plain(choice: str | None) -> str | None:
+    """The string behind a choice (the library takes plain strings)."""
+    return None if choice is None else str(choice)
+
+
+def renamed(value: Any, old: Any, flag: str, old_flag: str, default: Any) -> Any:
+    """An option's value given as `flag`, or by its old spelling `old_flag` (hidden, still accepted)."""
+    if old is None:
+        return value
+    if value != default and value != old:
+        raise bad_value(flag, value, f"one value: {old_flag} (its old spelling) says {old!r}")
+    return old
+
+
+def wrote(paths: Iterable[Path]) -> None:
+    note.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False, soft_wrap=True)
+    note.file.flush()
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tokensim")
+    except PackageNotFoundError:
+        return "unknown (not installed; pip install . sets it)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"tokensim {package_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
+    pass
 
 
 @app.command()
 def models(json_out: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """List the model catalog."""
-    from tokensim.specs.model.catalog import catalog_model, entries
+    from tokensim.output.render_catalog import model_rows, print_models
 
-    rows = []
-    for name, e in entries().items():
-        m = catalog_model(name)
-        rows.append({"name": name, "layers": m.n_layers, "total_params": m.total_params,
-                     "active_params": m.active_params, "source": e.source})
+    rows = model_rows()
     if json_out:
         return emit_json(rows)
-    t = Table("name", "layers", "total", "active", "source")
-    for r in rows:
-        t.add_row(r["name"], str(r["layers"]), f"{r['total_params'] / 1e9:.1f}B", f"{r['active_params'] / 1e9:.2f}B", r["source"])
-    out.print(t)
+    print_models(rows, out)
 
 
 @app.command()
-def hardware(json_out: bool = typer.Option(False, "--json", help="print JSON")) -> None:
-    """List the hardware catalog."""
-    from tokensim.specs.hardware.catalog import catalog
+def hardware(
+    action: str | None = typer.Argument(None, help="'probe': measure this machine (memory bandwidth, GEMM rates, cores)"),
+    out_path: str | None = typer.Option(None, "--out", "-o", help="with probe: write a hardware file here"),
+    json_out: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """List the hardware catalog; `tokensim hardware probe -o FILE` measures this machine into a hardware file."""
+    from tokensim.output.render_catalog import hardware_rows, print_hardware
 
-    rows = []
-    for h in catalog().values():
-        tier = h.weight_tier
-        rows.append({"name": h.name, "display_name": h.display_name, "kind": h.kind,
-                     "memory_bytes": tier.capacity_bytes, "memory_tier": tier.tier,
-                     "bandwidth_bytes_per_s": tier.bandwidth_bytes_per_s, "flops_per_s": dict(h.flops_per_s),
-                     "price_usd_per_hour": h.price_usd_per_hour})
+    if action is not None:
+        if action != "probe":
+            raise bad_value("action", action, "probe (or nothing, to list the catalog)")
+        from tokensim.cli_serving import probe_command
+        return probe_command(out, note, out_path, json_out)
+
+    rows = hardware_rows()
     if json_out:
         return emit_json(rows)
-    t = Table("name", "kind", "memory", "bandwidth", "bf16 dense", "$/h")
-    for r in rows:
-        bf16 = r["flops_per_s"].get("bf16")
-        t.add_row(r["name"], r["kind"], f"{r['memory_bytes'] / 1e9:.3g} GB {r['memory_tier']}",
-                  f"{r['bandwidth_bytes_per_s'] / 1e12:.3g} TB/s", f"{bf16 / 1e12:.0f} TF" if bf16 else "-",
-                  f"{r['price_usd_per_hour']:.2f}" if r["price_usd_per_hour"] else "-")
-    out.print(t)
+    print_hardware(rows, out)
 
 
 @app.command()
 def predict(
     model: str = typer.Option("llama-3.1-8b", "--model", "-m", help="catalog name or config.json path"),
     hardware: str = typer.Option("h100-sxm", "--hardware", "-H", help="catalog name or hardware TOML/YAML path"),
-    chips: Optional[int] = typer.Option(None, help="total chips (default: the fewest that fit)"),
-    tp: Optional[int] = typer.Option(None, help="tensor-parallel degree"),
-    pp: Optional[int] = typer.Option(None, help="pipeline stages"),
+    chips: int | None = typer.Option(None, help="total chips (default: the fewest that fit)"),
+    tp: int | None = typer.Option(None, help="tensor-parallel degree"),
+    pp: int | None = typer.Option(None, help="pipeline stages"),
     ep: int = typer.Option(1, help="expert-parallel degree"),
     dp: int = typer.Option(1, help="data-parallel replicas"),
     attn_dp: int = typer.Option(1, help="attention data-parallel ranks inside a replica (with --ep for MoE)"),
     overlap_comm: bool = typer.Option(False, "--overlap-comm", help="hide EP all-to-all behind compute (two micro-batches)"),
     batch: int = typer.Option(1, help="concurrent sequences"),
-    input_tokens: int = typer.Option(1024, "--input", help="prompt tokens"),
-    output_tokens: int = typer.Option(256, "--output", help="generated tokens"),
-    weights: Optional[str] = typer.Option(None, help="stored weight precision: bf16, fp8, int8, int4, mxfp4, nvfp4"),
-    expert_weights: Optional[str] = typer.Option(None, help="stored precision of routed experts only"),
-    compute: Optional[str] = typer.Option(None, help="compute format: bf16, fp8, fp4"),
-    kv: str = typer.Option("bf16", help="KV-cache precision"),
-    engine: str = typer.Option("default", help="engine class: default (GPU serving engines) or basic (llama.cpp-class)"),
-    plot: Optional[str] = typer.Option(None, "--plot", help="write the breakdown, roofline, speed-vs-batch (and, on wafers/LPUs, "
-                                       "TTFT-vs-pipeline-depth) plots as PNG and SVG beside this path"),
+    input_tokens: int = typer.Option(1024, "--input-tokens", help="prompt tokens per sequence"),
+    output_tokens: int = typer.Option(256, "--output-tokens", help="generated tokens per sequence"),
+    old_input: int | None = typer.Option(None, "--input", hidden=True),
+    old_output: int | None = typer.Option(None, "--output", hidden=True),
+    weights: Precision | None = typer.Option(None, case_sensitive=False,
+                                             help="stored weight precision (default: the checkpoint's)"),
+    expert_weights: Precision | None = typer.Option(None, case_sensitive=False, help="stored precision of routed experts only"),
+    compute: Compute | None = typer.Option(None, case_sensitive=False, help="compute format (default: the weights' native one)"),
+    kv: Precision = typer.Option("bf16", case_sensitive=False, help="KV-cache precision"),
+    engine: Engine = typer.Option("default", case_sensitive=False, metavar=ENGINE_METAVAR, help=ENGINE_HELP),
+    plot: str | None = typer.Option(None, "--plot", help="write the breakdown, roofline, speed-vs-batch (and, on wafers/LPUs, "
+                                    "TTFT-vs-pipeline-depth) plots as PNG and SVG beside this path"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict tokens/s per user, TTFT, throughput and memory, with the per-op breakdown."""
-    from tokensim.prediction.predictor import predict as run_predict
     from tokensim.output.render import print_prediction
+    from tokensim.prediction.predictor import predict as run_predict
 
+    stem = check_target(plot, "--plot") if plot else None
+    kw = dict(weights=plain(weights), expert_weights=plain(expert_weights), compute=plain(compute), kv=str(kv),
+              engine=str(engine), input_tokens=renamed(input_tokens, old_input, "--input-tokens", "--input", 1024),
+              output_tokens=renamed(output_tokens, old_output, "--output-tokens", "--output", 256))
     p = run_predict(model, hardware, chips=chips, tp=tp, pp=pp, ep=ep, dp=dp, attn_dp=attn_dp, overlap_comm=overlap_comm,
-                    batch=batch,
-                    input_tokens=input_tokens, output_tokens=output_tokens, weights=weights,
-                    expert_weights=expert_weights, compute=compute, kv=kv, engine=engine)
-    if plot:
-        from pathlib import Path
-
-        from tokensim.specs.hardware.catalog import load_hardware
-        from tokensim.output.plot_data import speed_vs_batch_points, ttft_vs_depth_points
-        from tokensim.output.plots import prediction_plots, speed_vs_batch, ttft_vs_depth
-        hw = load_hardware(hardware)
-        prediction_plots(p, hw, plot)
-        stem = Path(plot)
-        d = p.deployment
-        kw = dict(weights=weights, expert_weights=expert_weights, compute=compute, kv=kv, engine=engine,
-                  input_tokens=input_tokens, output_tokens=output_tokens)
-        speed_vs_batch(speed_vs_batch_points(model, [hardware], tp=d.tp, pp=d.pp, ep=d.ep, dp=d.dp, **kw),
-                       stem.with_name(f"{stem.stem}-speed-vs-batch.png"))
-        if hw.kind in ("wafer", "lpu") and d.tp == 1:
-            ttft_vs_depth(ttft_vs_depth_points(model, hardware, **kw), stem.with_name(f"{stem.stem}-ttft-vs-depth.png"))
+                    batch=batch, **kw)
+    if stem:
+        wrote(_prediction_plots(p, model, hardware, stem, kw))
     if json_out:
         from tokensim.perf.constants import evidence, for_hardware
-        from tokensim.specs.hardware.catalog import load_hardware as _hw
-        hw_spec = _hw(hardware)
-        k = for_hardware(hw_spec, engine)
+        from tokensim.specs.hardware.catalog import load_hardware
+
+        hw_spec = load_hardware(hardware)
+        k = for_hardware(hw_spec, str(engine))
         d = p.to_dict()
         d["constants"] = {name: {"value": getattr(k, name), "evidence": why}
-                          for name, why in evidence(hw_spec.family, hw_spec.kind, engine, hw_spec.vendor).items()}
+                          for name, why in evidence(hw_spec.family, hw_spec.kind, str(engine), hw_spec.vendor).items()}
         return emit_json(d)
     print_prediction(p, out)
+
+
+def _prediction_plots(p: Any, model: str, hardware: str, stem: Path, kw: dict[str, Any]) -> list[Path]:
+    """Every plot of `predict --plot`, written together or not at all."""
+    from tokensim.output.files import atomic_outputs
+    from tokensim.output.plot_data import speed_vs_batch_points, ttft_vs_depth_points
+    from tokensim.output.plots import prediction_plots, sibling, speed_vs_batch, ttft_vs_depth
+    from tokensim.specs.hardware.catalog import load_hardware
+
+    hw, d = load_hardware(hardware), p.deployment
+    with atomic_outputs() as outputs:
+        paths = prediction_plots(p, hw, stem, outputs, "--plot")
+        points = speed_vs_batch_points(model, [hardware], tp=d.tp, pp=d.pp, ep=d.ep, dp=d.dp, **kw)
+        paths += speed_vs_batch(points, sibling(stem, "speed-vs-batch"), outputs, "--plot")
+        if hw.kind in ("wafer", "lpu") and d.tp == 1:
+            paths += ttft_vs_depth(ttft_vs_depth_points(model, hardware, **kw), sibling(stem, "ttft-vs-depth"), outputs, "--plot")
+    return paths
 
 
 @app.command()
 def run(
     scenario: str = typer.Argument(..., help="a scenario TOML file, or the name of a shipped one (see `tokensim claims`)"),
-    plot: Optional[str] = typer.Option(None, "--plot", help="write the breakdown and roofline plots (PNG and SVG) next to this path"),
+    plot: str | None = typer.Option(None, "--plot",
+                                    help="write the breakdown and roofline plots (PNG and SVG) next to this path"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict a whole deployment described by a scenario file (wafer pipelines, disaggregation, speculation)."""
     from tokensim.output.render import print_prediction
     from tokensim.scenarios.scenario import find_scenario, load_scenario, run_scenario
 
+    stem = check_target(plot, "--plot") if plot else None
     s = load_scenario(find_scenario(scenario))
     p = run_scenario(s)
-    if plot:
+    if stem:
         from tokensim.output.plots import prediction_plots
-        prediction_plots(p, s.hardware, plot)
+        wrote(prediction_plots(p, s.hardware, stem, field="--plot"))
     if json_out:
         d = p.to_dict()
         d["scenario"] = s.name
@@ -167,9 +258,9 @@ def run(
 @app.command()
 def claims(json_out: bool = typer.Option(False, "--json", help="print a JSON list, one object per claim")) -> None:
     """Each public speed claim against tokensim's prediction, with the assumptions that decide it and a verdict."""
-    from tokensim.scenarios.claims import all_claims, claims_dir
     from tokensim.output.progress import progress_bar
     from tokensim.output.render_claims import print_claims
+    from tokensim.scenarios.claims import all_claims, claims_dir
 
     n = len(list(claims_dir().glob("*.toml")))
     with progress_bar("claims", n, enabled=not json_out) as tick:
@@ -186,36 +277,40 @@ def plan(
     max_chips: int = typer.Option(64, help="the most chips a deployment may use"),
     min_tps_user: float = typer.Option(0.0, help="tokens/s per user every deployment must reach"),
     max_ttft: float = typer.Option(float("inf"), help="TTFT limit in seconds"),
-    input_tokens: int = typer.Option(1024, "--input", help="prompt tokens"),
-    output_tokens: int = typer.Option(256, "--output", help="generated tokens"),
-    objective: str = typer.Option("cost", help="cost, throughput or speed"),
-    engine: str = typer.Option("default", help="engine class: default (GPU serving engines) or basic (llama.cpp-class)"),
-    csv_path: Optional[str] = typer.Option(None, "--csv", help="write every evaluated deployment to this CSV"),
-    plot: Optional[str] = typer.Option(None, "--plot", help="write the Pareto front as PNG and SVG"),
+    input_tokens: int = typer.Option(1024, "--input-tokens", help="prompt tokens per sequence"),
+    output_tokens: int = typer.Option(256, "--output-tokens", help="generated tokens per sequence"),
+    old_input: int | None = typer.Option(None, "--input", hidden=True),
+    old_output: int | None = typer.Option(None, "--output", hidden=True),
+    objective: Objective = typer.Option(Objective.cost, case_sensitive=False, help="what the best deployment maximizes"),
+    engine: Engine = typer.Option("default", case_sensitive=False, metavar=ENGINE_METAVAR, help=ENGINE_HELP),
+    csv_path: str | None = typer.Option(None, "--csv", help="write every evaluated deployment to this CSV"),
+    plot: str | None = typer.Option(None, "--plot", help="write the Pareto front as PNG and SVG"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Search deployments (chips, TP/PP/EP/DP, batch, precision, speculation, disaggregation) and print the Pareto front."""
-    from tokensim.specs.hardware.catalog import load_hardware
-    from tokensim.specs.model.catalog import load_model
-    from tokensim.output.plan_table import print_plan, plan_json, write_csv
+    from tokensim.output.plan_table import plan_json, print_plan, write_csv
+    from tokensim.output.progress import progress_bar
     from tokensim.plan.search import PlanRequest, candidate_groups
     from tokensim.plan.search import plan as run_plan
-    from tokensim.output.progress import progress_bar
+    from tokensim.specs.hardware.catalog import load_hardware
+    from tokensim.specs.model.catalog import load_model
 
-    if objective not in ("cost", "throughput", "speed"):
-        raise TokensimError(f"objective = {objective!r}: expected cost, throughput or speed")
+    csv_target = check_target(csv_path, "--csv") if csv_path else None
+    plot_target = check_target(plot, "--plot") if plot else None
     req = PlanRequest(load_model(model), tuple(load_hardware(h) for h in hardware), max_chips=max_chips,
-                      min_tps_user=min_tps_user, max_ttft_s=max_ttft, input_tokens=input_tokens,
-                      output_tokens=output_tokens, objective=objective, engine=engine)
+                      min_tps_user=min_tps_user, max_ttft_s=max_ttft,
+                      input_tokens=renamed(input_tokens, old_input, "--input-tokens", "--input", 1024),
+                      output_tokens=renamed(output_tokens, old_output, "--output-tokens", "--output", 256),
+                      objective=str(objective), engine=str(engine))
     n = sum(len(candidate_groups(req, h)) for h in req.hardware)
     with progress_bar("planning", n, enabled=not json_out) as tick:
         result = run_plan(req, progress=tick)
-    if csv_path:
-        write_csv(result, csv_path)
-    if plot:
+    if csv_target:
+        wrote([write_csv(result, csv_target, "--csv")])
+    if plot_target:
         from tokensim.output.plots import pareto
-        pareto([dict(result.point(i), hardware=result.point(i)["deployment"]["hardware"], front=True,
-                     best=(i == result.best)) for i in result.front], plot)
+        wrote(pareto([dict(result.point(i), hardware=result.point(i)["deployment"]["hardware"], front=True,
+                           best=(i == result.best)) for i in result.front], plot_target, field="--plot"))
     if json_out:
         return emit_json(plan_json(result))
     print_plan(result, req, out)
@@ -227,7 +322,7 @@ def plan(
 def compare(
     a: str = typer.Argument(..., help="scenario name/file, or model@hardware[:tp=8,batch=4,...]"),
     b: str = typer.Argument(..., help="the same for the second system"),
-    plot: Optional[str] = typer.Option(None, "--plot", help="write the waterfall as PNG and SVG"),
+    plot: str | None = typer.Option(None, "--plot", help="write the waterfall as PNG and SVG"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Explain the tokens/s-per-user gap between two systems as a waterfall of named factors."""
@@ -235,11 +330,12 @@ def compare(
 
     from tokensim.plan.compare import parse_setup, waterfall
 
+    stem = check_target(plot, "--plot") if plot else None
     sa, sb = parse_setup(a), parse_setup(b)
     factors, speed_a, speed_b, total = waterfall(sa, sb)
-    if plot:
+    if stem:
         from tokensim.output.plots import waterfall as draw
-        draw([(f.name, f.ratio) for f in factors], total, plot)
+        wrote(draw([(f.name, f.ratio) for f in factors], total, stem, field="--plot"))
     if json_out:
         return emit_json({"a": sa.label, "b": sb.label, "tokens_per_s_per_user_a": speed_a, "tokens_per_s_per_user_b": speed_b,
                           "ratio": total, "factors": [{"name": f.name, "ratio": f.ratio, "detail": f.detail} for f in factors],
@@ -258,7 +354,7 @@ def compare(
 @app.command()
 def agent(
     scenarios: list[str] = typer.Argument(..., help="scenario names or files, one per deployment to compare"),
-    session: Optional[str] = typer.Option(None, help="a JSONL or TOML list of calls; default: the built-in coding loop"),
+    session: str | None = typer.Option(None, help="a JSONL or TOML list of calls; default: the built-in coding loop"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """End-to-end time of an agent session on several deployments, and the share spent waiting on the model."""
@@ -276,95 +372,146 @@ def agent(
     for col in ("deployment", "wall time", "waiting on the model", "tools"):
         t.add_column(col)
     for r in rows:
-        t.add_row(r.deployment, f"{r.total_s / 60:.1f} min", f"{r.model_s / 60:.1f} min ({r.model_share:.0%})", f"{r.tool_s / 60:.1f} min")
+        t.add_row(r.deployment, f"{r.total_s / 60:.1f} min", f"{r.model_s / 60:.1f} min ({r.model_share:.0%})",
+                  f"{r.tool_s / 60:.1f} min")
     out.print(t)
 
 
 @app.command()
 def report(
     scenarios: list[str] = typer.Argument(..., help="scenario names or .toml files"),
-    output: str = typer.Option("tokensim-report.html", "--output", "-o", help="HTML file to write"),
+    out_path: str = typer.Option("tokensim-report.html", "--out", "-o", help="HTML file to write"),
+    old_out: str | None = typer.Option(None, "--output", hidden=True),
     title: str = typer.Option("tokensim report", help="page title"),
 ) -> None:
     """One self-contained HTML report: assumptions, prediction with range, breakdown, plots, claim verdicts."""
     from tokensim.output.report import write_report
 
-    out.print(f"wrote {write_report(scenarios, output, title=title)}")
+    target = renamed(out_path, old_out, "--out", "--output", "tokensim-report.html")
+    out.print(f"wrote {write_report(scenarios, target, title=title, field='--out')}", highlight=False, soft_wrap=True)
 
 
 @app.command()
 def validate(
-    measurements: Optional[str] = typer.Option(None, "--measurements", help="CSV with the columns of the shipped measurements.csv"),
-    plot: Optional[str] = typer.Option(None, "--plot", help="write predicted against measured (PNG and SVG)"),
+    measurements: str | None = typer.Option(None, "--measurements", help="CSV with the columns of the shipped measurements.csv"),
+    plot: str | None = typer.Option(None, "--plot", help="write predicted against measured (PNG and SVG)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict every published measurement and report the error (per row, by family, by metric)."""
     from tokensim.output.progress import progress_bar
     from tokensim.output.render_validation import print_validation
-    from tokensim.validate.run import shipped_measurements, validate as run_validation
+    from tokensim.validate.run import shipped_measurements
+    from tokensim.validate.run import validate as run_validation
     from tokensim.validate.table import read_rows
 
+    stem = check_target(plot, "--plot") if plot else None
     path = measurements or shipped_measurements()
     n = len(read_rows(path))
     with progress_bar("validating", n, enabled=not json_out) as tick:
         results, summary = run_validation(path, progress=tick)
-    if plot:
+    if stem:
         from tokensim.output.plots import predicted_vs_measured
-        predicted_vs_measured(results, plot)
+        wrote(predicted_vs_measured(results, stem, field="--plot"))
     if json_out:
         return emit_json({"rows": [r.to_dict() for r in results], "summary": summary.to_dict()})
     print_validation(results, summary, out)
 
 
+def default_fitted_path() -> Path:
+    """Where `tokensim fit` writes without -o: the user's data folder, never the installed package."""
+    from tokensim.output.files import user_data_dir
+
+    return user_data_dir() / "fitted.toml"
+
+
+def _fit_target(out_path: str | None) -> Path:
+    if out_path:
+        return check_target(out_path, "--out")
+    target = default_fitted_path()
+    folder = next(p for p in (target.parent, *target.parent.parents) if p.exists())   # the folders below are made later
+    if target.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise bad_value("--out", str(target), f"a file that can be written (the default; {str(folder)!r} is not writable): "
+                        "name another with -o")
+    return target
+
+
+def _fitted_hint(target: Path) -> str:
+    """How predictions pick up a fitted table the library does not read by itself."""
+    from tokensim.perf import constants
+
+    env = getattr(constants, "FITTED_ENV", "TOKENSIM_FITTED")
+    if os.environ.get(env) == str(target):
+        return f"predictions use it (${env} names it)"
+    return f"predictions use it with {env}={target}"
+
+
 @app.command()
 def fit(
-    measurements: Optional[str] = typer.Option(None, "--measurements", help="CSV to fit on (default: the shipped one)"),
-    output: Optional[str] = typer.Option(None, "--output", "-o", help="where to write fitted.toml (default: the package's)"),
+    measurements: str | None = typer.Option(None, "--measurements", help="CSV to fit on (default: the shipped one)"),
+    out_path: str | None = typer.Option(None, "--out", "-o", show_default=False,
+                                        help="where to write fitted.toml [default: $XDG_DATA_HOME/tokensim/fitted.toml, "
+                                             "else ~/.local/share/tokensim/fitted.toml]"),
     loso: bool = typer.Option(True, help="also report leave-one-source-out error"),
     json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> None:
     """Fit the empirical constants on the measurements and write fitted.toml with date and residuals."""
-    from pathlib import Path
+    import tempfile
 
+    from tokensim.output.files import atomic_write
     from tokensim.output.progress import progress_bar
     from tokensim.validate.fit import PARAMS, buildable, run_fit
     from tokensim.validate.run import shipped_measurements
 
+    target = _fit_target(out_path)
     path = measurements or shipped_measurements()
-    target = Path(output) if output else Path(str(shipped_measurements())).with_name("fitted.toml")
     n_sources = len({c.row.source_key for c in buildable(path)}) if loso else 0
     with progress_bar("fitting", 2 * len(PARAMS) + n_sources, enabled=not json_out) as tick:
-        report = run_fit(path, target, loso=loso, progress=tick)
-    report.pop("residuals")
+        with tempfile.TemporaryDirectory(prefix="tokensim-fit-") as scratch:   # the library writes; we move it in place
+            written = Path(scratch) / "fitted.toml"
+            report = run_fit(path, written, loso=loso, progress=tick)
+            text = written.read_text(encoding="utf-8")
+    if not out_path:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise bad_value("--out", str(target), f"a file that can be written ({exc.strerror}): name another with -o") from None
+    atomic_write(target, text, "--out")
+    report.pop("residuals", None)
+    report["written_to"] = str(target)
     if json_out:
         return emit_json(report)
-    out.print(f"fitted {report['fitted_constants']} constants on {report['rows']} rows -> {target}")
-    out.print(f"in-sample: median |error| {report['in_sample']['median_abs_error']:.1%}, p90 {report['in_sample']['p90_abs_error']:.1%}")
+    out.print(f"fitted {report['fitted_constants']} constants on {report['rows']} rows", highlight=False)
+    out.print(f"wrote {target}", highlight=False, soft_wrap=True)
+    out.print(_fitted_hint(target), highlight=False, soft_wrap=True)
+    sample = report["in_sample"]
+    out.print(f"in-sample: median |error| {sample['median_abs_error']:.1%}, p90 {sample['p90_abs_error']:.1%}")
     lo = report.get("leave_one_source_out")
     if lo and lo["rows"]:
-        out.print(f"leave-one-source-out: median |error| {lo['median_abs_error']:.1%}, p90 {lo['p90_abs_error']:.1%} ({lo['rows']} rows)")
+        out.print(f"leave-one-source-out: median |error| {lo['median_abs_error']:.1%}, p90 {lo['p90_abs_error']:.1%} "
+                  f"({lo['rows']} rows)")
     for k, v in report["values"].items():
         out.print(f"  {k} = {v:.4g}")
 
 
+@app.command()
+def schema(kind: SchemaKind = typer.Argument(..., help="which input file", case_sensitive=False)) -> None:
+    """Print the JSON Schema of an input file (scenario, hardware or agent session), for editors and validators."""
+    from tokensim.inputs.schema import json_schema
+
+    emit_json(json_schema(str(kind)))
+
+
+def _register_serving() -> None:
+    from tokensim.cli_serving import register
+    register(app, out, note)
+
+
+_register_serving()
+
+
 def main() -> None:
-    try:
-        rc = app(standalone_mode=False)
-        if isinstance(rc, int) and rc:
-            sys.exit(rc)
-    except TokensimError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        sys.exit(2)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.stderr.write("aborted\n")
-        sys.exit(1)
-    except Exception as exc:  # usage errors of the click bundled with typer: one message, exit 2
-        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
-            sys.stderr.write(f"error: {exc.format_message()} (see tokensim --help)\n")
-            sys.exit(2)
-        raise
+    """The console script (and `python -m tokensim`)."""
+    app()
 
 
 if __name__ == "__main__":

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import csv
 import os
-import tempfile
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from tokensim.errors import TokensimError
+from tokensim.output.files import atomic_open
 from tokensim.plan.search import PlanRequest, PlanResult
 
 CSV_COLUMNS = ("hardware", "chips", "tp", "pp", "ep", "attn_dp", "dp", "batch", "weights", "kv", "spec_on", "disaggregated",
@@ -25,24 +24,20 @@ def sorted_front(r: PlanResult) -> list[int]:
 def plan_json(r: PlanResult) -> dict:
     return {"evaluated": r.evaluated, "feasible": int(r.feasible.sum()),
             "front": [dict(r.point(i), best=(i == r.best)) for i in sorted_front(r)],
-            "cost_front": [r.point(i) for i in sorted(r.cost_front.tolist(), key=lambda i: -r.points["tokens_per_s_per_user"][i])],
+            "cost_front": [r.point(i) for i in sorted(r.cost_front.tolist(),
+                                                       key=lambda i: -r.points["tokens_per_s_per_user"][i])],
             "best": r.point(r.best) if r.best is not None else None, "note": r.note or None}
 
 
-def write_csv(r: PlanResult, path: str | Path) -> None:
+def write_csv(r: PlanResult, path: str | os.PathLike[str], field: str = "path") -> Path:
     """Every evaluated deployment, one row each; written to a temporary file and renamed (never half-written)."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise TokensimError(f"--csv = {str(path)!r}: expected a file in an existing folder")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".csv")
-    os.chmod(tmp, 0o644)
-    with os.fdopen(fd, "w", newline="") as f:
+    with atomic_open(path, "w", field, newline="") as f:
         w = csv.writer(f)
         w.writerow(CSV_COLUMNS)
         cols = [r.points[c] for c in CSV_COLUMNS]
-        for row in zip(*cols):
+        for row in zip(*cols, strict=True):
             w.writerow([f"{v:.6g}" if isinstance(v, float) else v for v in (x.item() if hasattr(x, "item") else x for x in row)])
-    os.replace(tmp, path)
+    return Path(path)
 
 
 def print_plan(r: PlanResult, req: PlanRequest, console: Console) -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tokensim.deploy.deployment import Deployment
-from tokensim.errors import TokensimError
-from tokensim.specs.hardware.catalog import load_hardware
 from tokensim.deploy.layout import fit_error
-from tokensim.specs.model.catalog import load_model
+from tokensim.errors import TokensimError
 from tokensim.prediction.predictor import predict, predict_deployment
+from tokensim.specs.hardware.catalog import load_hardware
+from tokensim.specs.model.catalog import load_model
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 

@@ -1,24 +1,30 @@
-"""Plots (matplotlib, no display needed). Every figure is written as PNG and SVG side by side.
+"""Plots (matplotlib `Figure` objects: no pyplot, no display, no global backend). Every figure is written as
+PNG and SVG side by side.
 
 The same hardware family keeps the same colour in every plot (FAMILY_COLOURS), and the same op the
 same colour in every breakdown and roofline (op_colour). Each `*_figure` builds a figure; the function
-of the same name without the suffix writes it with `save`. Sweeps that feed the plots live in plot_data.
+of the same name without the suffix writes it with `save`, atomically (output/files.py); pass `outputs`
+to write several figures all together or not at all. Sweeps that feed the plots live in plot_data.
 """
 from __future__ import annotations
 
 import math
+import os
 import zlib
 from pathlib import Path
+from typing import Any
 
-import matplotlib
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import FuncFormatter
 
+from tokensim.errors import TokensimError, bad_value
+from tokensim.output.files import Outputs, atomic_outputs, check_target
 from tokensim.output.units import fmt_si as _si
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
-
-from tokensim.errors import TokensimError, bad_value  # noqa: E402
+PathLike = str | os.PathLike[str]
 
 FAMILY_COLOURS = {
     "nvidia-ampere": "#76b900", "nvidia-hopper": "#1a7f37", "nvidia-blackwell": "#0b4f2a", "nvidia-ada": "#9acd32",
@@ -59,17 +65,30 @@ def _point_family(p: dict) -> str:
     return p.get("family") or family_of(str(p.get("hardware", "")))
 
 
-def save(fig, path: str | Path) -> list[Path]:
-    """Write `path` and its PNG/SVG sibling; returns both paths."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    out = []
-    for suffix in (".png", ".svg"):
-        target = path.with_suffix(suffix)
-        fig.savefig(target, dpi=150, bbox_inches="tight")
-        out.append(target)
-    plt.close(fig)
-    return out
+def _axes(figsize: tuple[float, float]) -> tuple[Figure, Axes]:
+    fig = Figure(figsize=figsize)
+    return fig, fig.add_subplot()
+
+
+def save(fig: Figure, path: PathLike, outputs: Outputs | None = None, field: str = "path") -> list[Path]:
+    """Write `path` and its PNG/SVG sibling (whatever suffix `path` has); returns both paths. Without `outputs`
+    both appear together at the end; with it, when that `atomic_outputs` block ends."""
+    return save_all([(fig, path)], outputs, field)
+
+
+def save_all(figures: list[tuple[Figure, PathLike]], outputs: Outputs | None = None, field: str = "path") -> list[Path]:
+    """Each figure as PNG and SVG beside its path, all written or none."""
+    if outputs is None:
+        with atomic_outputs() as own:
+            return save_all(figures, own, field)
+    written = []
+    for fig, path in figures:
+        stem = check_target(path, field)
+        for fmt in ("png", "svg"):
+            target = stem.with_suffix(f".{fmt}")
+            fig.savefig(outputs.open(target, "wb", field), format=fmt, dpi=150, bbox_inches="tight")
+            written.append(target)
+    return written
 
 
 def _time_unit(seconds: float) -> tuple[float, str]:
@@ -112,9 +131,11 @@ def _finish(ax) -> None:
     ax.spines[["top", "right"]].set_visible(False)
 
 
-def predicted_vs_measured(results, path: str | Path) -> list[Path]:
+def predicted_vs_measured_figure(results: Any) -> Figure:
     """Log-log scatter of every modelled row, coloured by hardware family, marker by metric."""
-    fig, ax = plt.subplots(figsize=(7.5, 6.5))
+    if not any(r.predicted is not None for r in results):
+        raise bad_value("results", f"{len(results)} rows", "at least one modelled (predicted) row")
+    fig, ax = _axes((7.5, 6.5))
     lo, hi = float("inf"), 0.0
     seen_family, seen_metric = set(), set()
     for r in results:
@@ -138,21 +159,25 @@ def predicted_vs_measured(results, path: str | Path) -> list[Path]:
     ax.set_xlabel("measured (tokens/s, or seconds for TTFT)")
     ax.set_ylabel("predicted by tokensim (same unit)")
     ax.set_title("tokensim against published measurements\n(dotted: ±25 %, dashed: ±60 %)")
-    handles = [plt.Line2D([], [], marker="o", ls="", color=colour(f), label=f) for f in sorted(seen_family)]
-    handles += [plt.Line2D([], [], marker=METRIC_MARKERS[m], ls="", color="white", markeredgecolor="black", label=m)
+    handles = [Line2D([], [], marker="o", ls="", color=colour(f), label=f) for f in sorted(seen_family)]
+    handles += [Line2D([], [], marker=METRIC_MARKERS.get(m, "o"), ls="", color="white", markeredgecolor="black", label=m)
                 for m in sorted(seen_metric)]
     ax.legend(handles=handles, fontsize=7, loc="upper left", frameon=False)
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
-    return save(fig, path)
+    return fig
 
 
-def breakdown_figure(prediction):
+def predicted_vs_measured(results: Any, path: PathLike, outputs: Outputs | None = None, field: str = "path") -> list[Path]:
+    return save(predicted_vs_measured_figure(results), path, outputs, field)
+
+
+def breakdown_figure(prediction: Any) -> Figure:
     """One horizontal bar per phase (decode step, prefill), each op's share of the phase's summed op time."""
     phases = [("decode step", prediction.breakdown), ("prefill (TTFT)", prediction.prefill_breakdown)]
     phases = [(label, ops) for label, ops in phases if ops and sum(o.time_s for o in ops) > 0]
     if not phases:
         raise bad_value("prediction.breakdown", (), "at least one op with a positive time")
-    fig, ax = plt.subplots(figsize=(9, 1.0 + 1.0 * len(phases)))
+    fig, ax = _axes((9, 1.0 + 1.0 * len(phases)))
     seen: dict[str, None] = {}
     labels = []
     for row, (label, ops) in enumerate(phases):
@@ -171,17 +196,17 @@ def breakdown_figure(prediction):
     ax.set_xlim(0, 100)
     ax.set_xlabel("share of the phase's summed op time (%)")
     ax.set_title(f"Where the time goes: {prediction.model} on {prediction.chips} x {prediction.hardware}", fontsize=10)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=op_colour(n), label=n) for n in seen]
+    handles = [Rectangle((0, 0), 1, 1, color=op_colour(n), label=n) for n in seen]
     ax.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     return fig
 
 
-def breakdown(prediction, path: str | Path) -> list[Path]:
-    return save(breakdown_figure(prediction), path)
+def breakdown(prediction: Any, path: PathLike, outputs: Outputs | None = None, field: str = "path") -> list[Path]:
+    return save(breakdown_figure(prediction), path, outputs, field)
 
 
-def roofline_figure(prediction, hardware, compute: str | None = None):
+def roofline_figure(prediction: Any, hardware: Any, compute: str | None = None) -> Figure:
     """Each decode op with FLOPs and bytes at (FLOP/byte, achieved FLOP/s per chip) under the chip's roofs.
     Bytes and FLOPs are per chip summed over the stages a token passes, so a pipeline's dot is its mean chip."""
     from tokensim.perf.context import compute_format
@@ -195,7 +220,7 @@ def roofline_figure(prediction, hardware, compute: str | None = None):
     ridge = peak / bw
     lo = min(xs + [ridge]) / 10
     hi = max(xs + [ridge]) * 10
-    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    fig, ax = _axes((7.5, 5.5))
     ax.plot([lo, ridge, hi], [bw * lo, peak, peak], color="black", lw=1.5,
             label=f"{hardware.weight_tier.tier.upper()} {_si(bw, 'B/s')}, {compute} peak {_si(peak, 'FLOP/s')}")
     for i, (fmt, rate) in enumerate(sorted(hardware.flops_per_s, key=lambda fr: fr[1])):
@@ -203,7 +228,7 @@ def roofline_figure(prediction, hardware, compute: str | None = None):
             ax.plot([rate / bw, hi], [rate, rate], color="grey", lw=0.8, ls=LINESTYLES[1 + i % 3],
                     label=f"{fmt} peak {_si(rate, 'FLOP/s')}")
     placed: list[tuple[float, float, list[str]]] = []     # ops within 8 % of each other share one label
-    for op, x in zip(ops, xs):
+    for op, x in zip(ops, xs, strict=True):
         y = op.flops / op.time_s
         ax.scatter(x, y, s=50, color=op_colour(op.name), edgecolors="black", linewidths=0.4, zorder=3)
         near = next((p for p in placed if abs(math.log(p[0] / x)) < 0.08 and abs(math.log(p[1] / y)) < 0.08), None)
@@ -231,18 +256,26 @@ def roofline_figure(prediction, hardware, compute: str | None = None):
     return fig
 
 
-def roofline(prediction, hardware, path: str | Path, compute: str | None = None) -> list[Path]:
-    return save(roofline_figure(prediction, hardware, compute), path)
+def roofline(prediction: Any, hardware: Any, path: PathLike, compute: str | None = None, outputs: Outputs | None = None,
+             field: str = "path") -> list[Path]:
+    return save(roofline_figure(prediction, hardware, compute), path, outputs, field)
 
 
-def prediction_plots(prediction, hardware, path: str | Path) -> list[Path]:
+def prediction_plots(prediction: Any, hardware: Any, path: PathLike, outputs: Outputs | None = None,
+                     field: str = "path") -> list[Path]:
     """The breakdown and the roofline of one prediction, beside `path`: STEM-breakdown.png/.svg and
     STEM-roofline.png/.svg (for the CLI's --plot)."""
-    path = Path(path)
-    out = breakdown(prediction, path.with_name(f"{path.stem}-breakdown.png"))
+    stem = check_target(path, field)
+    figures: list[tuple[Figure, PathLike]] = [(breakdown_figure(prediction), sibling(stem, "breakdown"))]
     if any(o.flops > 0 and o.bytes > 0 for o in prediction.breakdown):
-        out += roofline(prediction, hardware, path.with_name(f"{path.stem}-roofline.png"))
-    return out
+        figures.append((roofline_figure(prediction, hardware), sibling(stem, "roofline")))
+    return save_all(figures, outputs, field)
+
+
+def sibling(path: PathLike, name: str) -> Path:
+    """STEM-name.png beside `path` (STEM: its name without the suffix)."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}-{name}.png")
 
 
 def _by(points: list[dict], key) -> dict:
@@ -264,12 +297,12 @@ def _styles(groups) -> dict:
     return out
 
 
-def speed_vs_batch_figure(points: list[dict]):
+def speed_vs_batch_figure(points: list[dict]) -> Figure:
     """points: dicts with hardware, batch, tokens_per_s_per_user (and optionally family)."""
     _require_points(points, ("hardware", "batch", "tokens_per_s_per_user"), "speed_vs_batch")
     groups = _by(points, lambda p: p["hardware"])
     styles = _styles(groups)
-    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    fig, ax = _axes((7.5, 5.5))
     for hw, pts in groups.items():
         pts = sorted(pts, key=lambda p: p["batch"])
         ax.plot([p["batch"] for p in pts], [p["tokens_per_s_per_user"] for p in pts], label=hw, ms=4, **styles[hw])
@@ -286,16 +319,16 @@ def speed_vs_batch_figure(points: list[dict]):
     return fig
 
 
-def speed_vs_batch(points: list[dict], path: str | Path) -> list[Path]:
-    return save(speed_vs_batch_figure(points), path)
+def speed_vs_batch(points: list[dict], path: PathLike, outputs: Outputs | None = None, field: str = "path") -> list[Path]:
+    return save(speed_vs_batch_figure(points), path, outputs, field)
 
 
-def pareto_figure(points: list[dict]):
+def pareto_figure(points: list[dict]) -> Figure:
     """points: tokens_per_s_per_user, throughput_tokens_per_s_per_chip, hardware or family, front, best."""
     _require_points(points, ("tokens_per_s_per_user", "throughput_tokens_per_s_per_chip"), "pareto")
     groups = _by(points, lambda p: p.get("hardware") or p.get("family") or "")
     styles = _styles(groups)
-    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    fig, ax = _axes((7.5, 5.5))
     for name, pts in groups.items():
         st = styles[name]
         ax.scatter([p["tokens_per_s_per_user"] for p in pts], [p["throughput_tokens_per_s_per_chip"] for p in pts],
@@ -321,16 +354,16 @@ def pareto_figure(points: list[dict]):
     return fig
 
 
-def pareto(points: list[dict], path: str | Path) -> list[Path]:
-    return save(pareto_figure(points), path)
+def pareto(points: list[dict], path: PathLike, outputs: Outputs | None = None, field: str = "path") -> list[Path]:
+    return save(pareto_figure(points), path, outputs, field)
 
 
-def ttft_vs_depth_figure(points: list[dict]):
+def ttft_vs_depth_figure(points: list[dict]) -> Figure:
     """points: model, hardware, pp, ttft_s (one line per model and hardware)."""
     _require_points(points, ("model", "hardware", "pp", "ttft_s"), "ttft_vs_depth")
     groups = _by(points, lambda p: f"{p['model']} on {p['hardware']}")
     styles = _styles(groups)
-    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    fig, ax = _axes((7.5, 5.5))
     ttfts = [p["ttft_s"] for p in points]
     scale, unit = _time_unit(min(ttfts))
     for name, pts in groups.items():
@@ -345,8 +378,8 @@ def ttft_vs_depth_figure(points: list[dict]):
     return fig
 
 
-def ttft_vs_depth(points: list[dict], path: str | Path) -> list[Path]:
-    return save(ttft_vs_depth_figure(points), path)
+def ttft_vs_depth(points: list[dict], path: PathLike, outputs: Outputs | None = None, field: str = "path") -> list[Path]:
+    return save(ttft_vs_depth_figure(points), path, outputs, field)
 
 
 def check_factors(factors: list[tuple[str, float]], total_ratio: float, rel_tol: float = 1e-6) -> None:
@@ -363,12 +396,12 @@ def check_factors(factors: list[tuple[str, float]], total_ratio: float, rel_tol:
         raise TokensimError(f"total_ratio = {total_ratio!r}: expected the product of the factors, {product:.6g}")
 
 
-def waterfall_figure(factors: list[tuple[str, float]], total_ratio: float):
+def waterfall_figure(factors: list[tuple[str, float]], total_ratio: float) -> Figure:
     """Bars on a log axis from 1: each factor moves the running product; the last bar is the total."""
     check_factors(factors, total_ratio)
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * (len(factors) + 2)), 5))
+    fig, ax = _axes((max(6.0, 1.1 * (len(factors) + 2)), 5.0))
     run = 1.0
-    for i, (name, f) in enumerate(factors):
+    for i, (_, f) in enumerate(factors):
         lo, hi = sorted((run, run * f))
         ax.bar(i, hi - lo, bottom=lo, color="#59a14f" if f >= 1 else "#e15759", width=0.6)
         ax.text(i, hi, f"x{f:.3g}", ha="center", va="bottom", fontsize=8)
@@ -392,8 +425,9 @@ def waterfall_figure(factors: list[tuple[str, float]], total_ratio: float):
     return fig
 
 
-def waterfall(factors: list[tuple[str, float]], total_ratio: float, path: str | Path) -> list[Path]:
-    return save(waterfall_figure(factors, total_ratio), path)
+def waterfall(factors: list[tuple[str, float]], total_ratio: float, path: PathLike, outputs: Outputs | None = None,
+              field: str = "path") -> list[Path]:
+    return save(waterfall_figure(factors, total_ratio), path, outputs, field)
 
 
 def _require_points(points: list[dict], keys: tuple[str, ...], what: str) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from tokensim.output.units import fmt_si as _si
+from tokensim.output.units import fmt_time as _time
 from tokensim.prediction.predictor import Prediction
-from tokensim.output.units import fmt_si as _si, fmt_time as _time
 
 GB = 1e9
 
@@ -18,17 +19,23 @@ def prediction_table(p: Prediction) -> Table:
     t.add_column("quantity", style="bold")
     t.add_column("value")
     rows = [
-        ("layout", f"tp {d.tp} x attn_dp {d.attn_dp} x pp {d.pp} x dp {d.dp}, ep {d.ep}; batch {d.batch}; {d.input_tokens} in / {d.output_tokens} out; engine {d.engine}"),
-        ("tokens/s per user", f"{p.tokens_per_s_per_user:.1f}  (bandwidth bound {p.bandwidth_bound_tokens_per_s_per_user:.1f})"),
-        ("time per output token", _time(p.time_per_output_token_s)),
-        ("TTFT", _time(p.ttft_s)),
+        ("layout", f"tp {d.tp} x attn_dp {d.attn_dp} x pp {d.pp} x dp {d.dp}, ep {d.ep}; batch {d.batch}; "
+                   f"{d.input_tokens} in / {d.output_tokens} out; engine {d.engine}"),
+        ("tokens/s per user", f"{p.tokens_per_s_per_user_estimate:.1f}  (80 % range {p.tokens_per_s_per_user_range[0]:.1f}"
+                              f"-{p.tokens_per_s_per_user_range[1]:.1f})"),
+        ("  cost model's own figure", f"{p.tokens_per_s_per_user:.1f}  (what the breakdown adds up to; bandwidth bound "
+                                      f"{p.bandwidth_bound_tokens_per_s_per_user:.1f})"),
+        ("time per output token", _time(p.time_per_output_token_s) + "  (cost model)"),
+        ("TTFT", f"{_time(p.ttft_s_estimate)}  (80 % range {_time(p.ttft_s_range[0])}-{_time(p.ttft_s_range[1])}; "
+                 f"cost model {_time(p.ttft_s)})"),
         ("throughput", f"{p.throughput_tokens_per_s:.1f} tok/s  ({p.throughput_tokens_per_s_per_chip:.1f} per chip)"),
         ("memory per chip", f"{p.memory_per_chip_bytes / GB:.1f} GB of {p.capacity_per_chip_bytes / GB:.1f} GB usable "
                             f"(weights {p.weights_per_chip_bytes / GB:.1f}, KV {p.kv_per_chip_bytes / GB:.2f})"),
         ("bytes per step per chip", _si(p.bytes_per_step_per_chip, "B")),
         ("max batch at this context", str(p.max_batch)),
         ("power, energy", f"{p.power_w / 1e3:.3g} kW, {p.tokens_per_joule:.3g} tokens/J"),
-        ("cost", (f"${p.usd_per_million_tokens:.3g} per M output tokens (rental)" if p.usd_per_million_tokens else "no rental price")
+        ("cost", (f"${p.usd_per_million_tokens:.3g} per M output tokens (rental)" if p.usd_per_million_tokens
+                  else "no rental price")
                  + (f"; TCO ${p.tco_usd_per_million_tokens:.3g} per M" if p.tco_usd_per_million_tokens else "")),
         ("fewest chips by capacity", str(p.min_chips)),
     ]
@@ -36,6 +43,8 @@ def prediction_table(p: Prediction) -> Table:
         rows.append(("tokens per step (spec. decoding)", f"{p.tokens_per_step:.2f}"))
     for k, v in rows:
         t.add_row(k, v)
+    if p.range_note:
+        t.caption = f"estimate and range: {p.range_note}"
     return t
 
 

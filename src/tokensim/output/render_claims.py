@@ -13,10 +13,10 @@ def _fmt(v: float) -> str:
 
 def print_claims(results: list[ClaimResult], console: Console) -> None:
     t = Table(title="public claims against tokensim", title_justify="left", show_lines=True)
-    for col in ("id", "claim", "claimed", "predicted (band of measured, bias incl.)", "claim / predicted", "verdict"):
+    for col in ("id", "claim", "claimed", "predicted (calibrated estimate and 80 % range)", "claim / predicted", "verdict"):
         t.add_column(col, overflow="fold")
     for r in results:
-        verdict_style = "green" if r.verdict == "consistent" else "yellow" if r.verdict.startswith("consistent only") else "red"
+        verdict_style = "green" if r.verdict_kind == "consistent" else "red"
         t.add_row(r.id, r.text, f"{_fmt(r.claim_value)} {r.unit}",
                   f"{_fmt(r.predicted_value)} ({_fmt(r.predicted_range[0])}-{_fmt(r.predicted_range[1])})",
                   f"{r.ratio:.2f}", f"[{verdict_style}]{r.verdict}[/{verdict_style}]")
@@ -42,5 +42,6 @@ def print_claims(results: list[ClaimResult], console: Console) -> None:
                 else:
                     s.add_row(row["variant"], f"{row['context_tokens']:,}", "does not fit", "-", "-", "0")
             console.print(s)
-    console.print("verdict rule: consistent = claim inside the prediction's 10-90 % band; consistent only if = inside a "
-                  "named alternative's band; implausible = beyond every variant on the favourable side; inconsistent = otherwise")
+    console.print("verdict rule: the base case (the claim's stated conditions) decides: consistent when the claim lies in its "
+                  "calibrated 80 % range, else inconsistent, above or below it; an alternative declared with its source can "
+                  "only add 'also consistent if', and one that breaks a stated condition is reported apart")

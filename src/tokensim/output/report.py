@@ -8,19 +8,31 @@ Every string read from a user's file is escaped (report_html.esc).
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from tokensim.output import plots
-from tokensim.scenarios.claims import ClaimResult, evaluate_file
 from tokensim.errors import TokensimError, bad_value
-from tokensim.specs.hardware.loader import read_mapping
+from tokensim.output import plots
+from tokensim.output.files import atomic_write, check_target
+from tokensim.output.report_html import (
+    bullets,
+    duration,
+    esc,
+    figure_img,
+    key_values,
+    metric,
+    num,
+    page,
+    si,
+    speed,
+    table,
+    verdict_class,
+)
 from tokensim.prediction.predictor import Prediction
-from tokensim.output.report_html import (bullets, duration, esc, figure_img, key_values, metric, num, page, si, speed, table,
-                          verdict_class)
+from tokensim.scenarios.claims import ClaimResult, evaluate_file
 from tokensim.scenarios.scenario import Scenario, find_scenario, load_scenario, run_scenario
+from tokensim.specs.hardware.loader import read_mapping
 
 GB = 1e9
 
@@ -85,8 +97,10 @@ def _headline(p: Prediction) -> str:
     lo, hi = p.tokens_per_s_per_user_range
     t_lo, t_hi = p.ttft_s_range
     return ('<div class="headline">'
-            + metric("tokens/s per user", speed(p.tokens_per_s_per_user), f"10-90 %: {speed(lo)} - {speed(hi)}")
-            + metric("time to first token", duration(p.ttft_s), f"10-90 %: {duration(t_lo)} - {duration(t_hi)}")
+            + metric("tokens/s per user", speed(p.tokens_per_s_per_user_estimate),
+                     f"80 % range: {speed(lo)} - {speed(hi)}; cost model {speed(p.tokens_per_s_per_user)}")
+            + metric("time to first token", duration(p.ttft_s_estimate),
+                     f"80 % range: {duration(t_lo)} - {duration(t_hi)}; cost model {duration(p.ttft_s)}")
             + metric("time per output token", duration(p.time_per_output_token_s))
             + metric("throughput", f"{p.throughput_tokens_per_s:.1f} tok/s",
                      f"{p.throughput_tokens_per_s_per_chip:.1f} per chip")
@@ -110,16 +124,17 @@ def _claims(results: tuple[ClaimResult, ...]) -> str:
         lo, hi = r.predicted_range
         rows.append([esc(r.id), esc(r.text), esc(f"{num(r.claim_value)} {r.unit}"),
                      esc(f"{num(r.predicted_value)} ({num(lo)} - {num(hi)})"), esc(f"{r.ratio:.2f}"),
-                     f'<span class="{verdict_class(r.verdict)}">{esc(r.verdict)}</span>', esc(r.source)])
+                     f'<span class="{verdict_class(r.verdict_kind)}">{esc(r.verdict)}</span>', esc(r.source)])
     out = ["<h3>Claims</h3>",
            table(["id", "claim", "claimed", "predicted (10-90 %)", "claim / predicted", "verdict", "source"], rows,
                  numeric={2, 3, 4}, cells_html=True)]
     for r in results:
         if r.alternatives:
-            alt_rows = [[a["name"], num(a["predicted_value"]), f"{num(a['range'][0])} - {num(a['range'][1])}"]
+            alt_rows = [[a["label"] + (f" (breaks: {', '.join(a['breaks'])})" if a["breaks"] else ""),
+                         num(a["predicted_value"]), f"{num(a['range'][0])} - {num(a['range'][1])}", a["source"]]
                         for a in r.alternatives]
-            out.append(f"<p class=\"muted\">{esc(r.id)}: alternatives, each changing one assumption</p>"
-                       + table(["alternative", "predicted", "10-90 %"], alt_rows, numeric={1, 2}))
+            out.append(f"<p class=\"muted\">{esc(r.id)}: alternatives, each declared with its source</p>"
+                       + table(["alternative", "predicted", "10-90 %", "source"], alt_rows, numeric={1, 2}))
     return "".join(out)
 
 
@@ -150,36 +165,20 @@ def build_report(scenario_paths: list[str], title: str = "tokensim report") -> s
     sections = [evaluate(name) for name in scenario_paths]
     anchors = [f"scenario-{i + 1}" for i in range(len(sections))]
     nav = "".join(f'<li><a href="#{a}">{esc(sec.scenario.title or sec.scenario.name)}</a></li>'
-                  for a, sec in zip(anchors, sections))
+                  for a, sec in zip(anchors, sections, strict=True))
     body = (f"<h1>{esc(title)}</h1><p class=\"muted\">predicted by tokensim on {date.today().isoformat()}; "
             "ranges are the 10th-90th percentile of validation residuals for the hardware family</p>"
             f"<nav><ol>{nav}</ol></nav>"
-            + "".join(section_html(sec, a) for sec, a in zip(sections, anchors)))
+            + "".join(section_html(sec, a) for sec, a in zip(sections, anchors, strict=True)))
     return page(title, body)
 
 
-def write_report(scenario_paths: list[str], out_path: str | Path, title: str = "tokensim report") -> Path:
-    """Build the report, then write it atomically (a temporary file in the same folder, renamed over out_path)."""
-    out = Path(out_path)
-    if out.is_dir():
-        raise bad_value("output", str(out), "a file path, not a folder")
-    text = build_report(scenario_paths, title)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise TokensimError(f"output = {str(out)!r}: cannot write there ({exc.strerror})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)               # mkstemp makes it private; a report is for reading
-        os.replace(tmp, out)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise TokensimError(f"output = {str(out)!r}: cannot write there ({exc.strerror})") from None
-        raise
-    return out
+def write_report(scenario_paths: list[str], out_path: str | os.PathLike[str], title: str = "tokensim report",
+                 field: str = "out_path") -> Path:
+    """Build the report, then write it atomically (a temporary file in the same folder, renamed over out_path).
+    A path that cannot be written is refused before anything is predicted; `field` names it in that message."""
+    out = check_target(out_path, field)
+    return atomic_write(out, build_report(scenario_paths, title), field)
 
 
 __all__ = ["Section", "build_report", "evaluate", "section_html", "write_report"]

@@ -9,8 +9,14 @@ import base64
 import html
 import io
 import math
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
-from tokensim.output.units import fmt_si as si, fmt_time as duration  # noqa: F401 (re-exported for report.py)
+from tokensim.output.units import fmt_si as si
+from tokensim.output.units import fmt_time as duration
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 72em;
@@ -49,7 +55,8 @@ def speed(tokens_per_s: float) -> str:
     return f"{tokens_per_s:.1f}"
 
 
-def table(headers: list[str], rows: list[list[object]], numeric: set[int] = frozenset(), cells_html: bool = False) -> str:
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], numeric: Collection[int] = frozenset(),
+          cells_html: bool = False) -> str:
     """A table of plain-text cells (escaped here); columns in `numeric` align right. With `cells_html` the
     cells are already-built HTML (the caller escaped every piece)."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
@@ -63,12 +70,12 @@ def table(headers: list[str], rows: list[list[object]], numeric: set[int] = froz
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def key_values(pairs: list[tuple[str, object]]) -> str:
+def key_values(pairs: Sequence[tuple[str, object]]) -> str:
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in pairs)
     return f"<table><tbody>{rows}</tbody></table>"
 
 
-def bullets(items: list[object]) -> str:
+def bullets(items: Sequence[object]) -> str:
     return "<ul>" + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>" if items else ""
 
 
@@ -77,21 +84,17 @@ def metric(label: str, value: str, note: str = "") -> str:
             f'<div class="muted">{esc(note)}</div></div>')
 
 
-def figure_img(fig, alt: str) -> str:
-    """The figure as an inline PNG; closes it."""
-    import matplotlib.pyplot as plt
-
+def figure_img(fig: Figure, alt: str) -> str:
+    """The figure as an inline PNG."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
     data = base64.b64encode(buf.getvalue()).decode("ascii")
     return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
 
 
-def verdict_class(verdict: str) -> str:
-    if verdict == "consistent":
-        return "verdict-ok"
-    return "verdict-if" if verdict.startswith("consistent only") else "verdict-no"
+def verdict_class(kind: str) -> str:
+    """CSS class of a verdict kind (tokensim.scenarios.claims.VerdictKind)."""
+    return "verdict-ok" if kind == "consistent" else "verdict-no"
 
 
 def page(title: str, body: str) -> str:
@@ -100,3 +103,7 @@ def page(title: str, body: str) -> str:
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><link rel=\"icon\" href=\"data:,\">"
             f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body>\n{body}\n</body></html>\n")
+
+
+__all__ = ["CSP", "bullets", "duration", "esc", "figure_img", "key_values", "metric", "num", "page", "si", "speed", "table",
+           "verdict_class"]

@@ -1,0 +1,236 @@
+"""The serving commands of `tokensim`: simulate a deployment under load, benchmark a real endpoint, emulate a
+deployment behind an OpenAI-compatible endpoint, probe this machine. Registered on the app by cli.py."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from tokensim.errors import TokensimError, bad_value
+
+STAT_KEYS = ("mean", "p50", "p90", "p99")
+
+
+def _rates(text: str | None) -> list[float]:
+    if text is None:
+        return []
+    out = []
+    for part in text.split(","):
+        try:
+            rate = float(part)
+        except ValueError:
+            raise bad_value("--rate", text, "requests per second, or a comma-separated list of them") from None
+        if not (math.isfinite(rate) and rate > 0):
+            raise bad_value("--rate", part.strip(), "a finite number of requests per second > 0")
+        out.append(rate)
+    return out
+
+
+def _engine_from_args(scenario: str | None, model: str, hardware: str, tp: int | None, pp: int | None, chips: int | None,
+                      ep: int, attn_dp: int, weights: str | None, kv: str, engine: str, trace_folder=None):
+    """An EngineSpec from a scenario, a trace folder's meta.json, or predict-style flags."""
+    from tokensim.prediction.predictor import predict
+    from tokensim.prediction.serving import engine_for, trace_engine
+    from tokensim.specs.model.catalog import load_model
+
+    if scenario:
+        from tokensim.scenarios.scenario import find_scenario, load_scenario, scenario_constants
+        s = load_scenario(find_scenario(scenario))
+        return engine_for(s.model, s.hardware, s.deployment, constants=scenario_constants(s)), s.model.name
+    if trace_folder is not None:
+        spec, _, _ = trace_engine(trace_folder, load_model(model))
+        return spec, model
+    p = predict(model, hardware, chips=chips, tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, weights=weights, kv=kv,
+                engine=engine)            # the layout resolver and fit check of predict
+    from tokensim.specs.hardware.catalog import load_hardware
+    return engine_for(load_model(model), load_hardware(hardware), p.deployment), model
+
+
+def _row(label: str, s: dict) -> list[str]:
+    def ms(d: dict, k: str) -> str:
+        v = d.get(k)
+        return "-" if v is None else f"{v * 1e3:.1f}"
+    return [label, str(s["completed"]), ms(s["ttft_s"], "mean"), ms(s["ttft_s"], "p50"), ms(s["ttft_s"], "p99"),
+            ms(s["tpot_s"], "mean"), ms(s["tpot_s"], "p50"), ms(s["tpot_s"], "p99"),
+            f"{s['throughput_tokens_per_s'] or 0:.0f}", f"{s['goodput_requests_per_s'] or 0:.2f}"]
+
+
+def _table(title: str, rows: list[list[str]]):
+    from rich.table import Table
+    t = Table(title=title, title_justify="left")
+    for col in ("load", "done", "TTFT mean ms", "p50", "p99", "TPOT mean ms", "p50", "p99", "tokens/s", "goodput req/s"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def register(app: typer.Typer, out, note) -> None:
+    from tokensim.output.files import check_target
+    from tokensim.output.json_out import emit_json
+
+    @app.command()
+    def simulate(
+        scenario: str | None = typer.Argument(None, help="a scenario name or file (else --model/--hardware and layout flags)"),
+        model: str = typer.Option("llama-3.1-8b", "--model", "-m", help="catalog name or config.json path"),
+        hardware: str = typer.Option("h100-sxm", "--hardware", "-H", help="catalog name or hardware file"),
+        chips: int | None = typer.Option(None, help="chips of one replica (default: the fewest that fit)"),
+        tp: int | None = typer.Option(None, help="tensor-parallel degree"),
+        pp: int | None = typer.Option(None, help="pipeline stages"),
+        ep: int = typer.Option(1, help="expert-parallel degree"),
+        attn_dp: int = typer.Option(1, help="attention data-parallel ranks"),
+        weights: str | None = typer.Option(None, help="stored weight precision"),
+        kv: str = typer.Option("bf16", help="KV-cache precision"),
+        engine: str = typer.Option("vllm", help="serving engine whose scheduler is simulated: vllm, sglang, trtllm"),
+        replicas: int = typer.Option(1, min=1, help="replicas behind a least-outstanding-requests router"),
+        rate: str | None = typer.Option(None, "--rate", help="requests/s (Poisson); a comma-separated list sweeps them"),
+        concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="closed-loop clients"),
+        trace: str | None = typer.Option(None, "--trace", help="a trace file (.jsonl/.csv) or a trace folder with meta.json"),
+        input_tokens: int = typer.Option(1024, "--input-tokens", min=1, help="prompt tokens per request"),
+        output_tokens: int = typer.Option(256, "--output-tokens", min=1, help="generated tokens per request"),
+        requests: int = typer.Option(1000, "--requests", min=1, max=10_000_000, help="requests to simulate"),
+        seed: int = typer.Option(0, "--seed", help="seed of the one random generator"),
+        slo_ttft: float | None = typer.Option(None, "--slo-ttft", help="TTFT objective in seconds (goodput)"),
+        slo_tpot: float | None = typer.Option(None, "--slo-tpot", help="TPOT objective in seconds (goodput)"),
+        plot: str | None = typer.Option(None, "--plot", help="latency against rate (a sweep), or CDFs and batch/KV/queue over time"),
+        json_out: bool = typer.Option(False, "--json", help="print JSON"),
+    ) -> None:
+        """Serve requests on a deployment in the serving simulator: queueing, batching, KV cache, the cost model's
+        time for every step. Prints TTFT, TPOT, throughput and goodput."""
+        from tokensim.prediction.serving import LoadSpec, read_trace_folder, simulate_serving
+
+        stem = check_target(plot, "--plot") if plot else None
+        for name, v in (("--slo-ttft", slo_ttft), ("--slo-tpot", slo_tpot)):
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise bad_value(name, v, "a finite number of seconds > 0")
+        rates = _rates(rate)
+        folder = None
+        trace_file = None
+        if trace:
+            path = Path(trace)
+            if path.is_dir():
+                folder = read_trace_folder(path)
+                trace_file = folder.requests
+            elif path.is_file():
+                trace_file = path
+            else:
+                raise bad_value("--trace", trace, "a trace file or a trace folder")
+        if sum(x is not None and x != [] for x in (rates or None, concurrency, trace_file)) != 1:
+            raise bad_value("load", f"--rate {rate}, --concurrency {concurrency}, --trace {trace}",
+                            "exactly one of --rate, --concurrency or --trace")
+        spec, name = _engine_from_args(scenario, model, hardware, tp, pp, chips, ep, attn_dp, weights, kv, engine, folder)
+        loads = ([LoadSpec(requests, rate_per_s=r, input_tokens=input_tokens, output_tokens=output_tokens, seed=seed)
+                  for r in rates] or
+                 [LoadSpec(requests, concurrency=concurrency, input_tokens=input_tokens, output_tokens=output_tokens,
+                           trace=trace_file, seed=seed)])
+        results = []
+        from tokensim.output.progress import progress_bar
+        with progress_bar("simulating", len(loads), enabled=not json_out and len(loads) > 1) as tick:
+            for load in loads:
+                results.append(simulate_serving(spec, load, replicas, slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot))
+                tick()
+        if stem:
+            from tokensim.output.serving_plots import serving_plots
+            wrote_paths = serving_plots([(ld, r) for ld, r in zip(loads, results)], stem)
+            note.print(f"wrote {', '.join(str(p) for p in wrote_paths)}", highlight=False)
+        summaries = []
+        for ld, r in zip(loads, results):
+            s = {k: v for k, v in r.summary.items() if k != "series"}
+            s["load"] = {"rate_per_s": ld.rate_per_s, "concurrency": ld.concurrency, "trace": str(ld.trace) if ld.trace else None,
+                         "input_tokens": ld.input_tokens, "output_tokens": ld.output_tokens}
+            summaries.append(s)
+        if json_out:
+            return emit_json(summaries[0] if len(summaries) == 1 else {"engine": spec.name, "sweep": summaries})
+        rows = []
+        for s in summaries:
+            ld = s["load"]
+            label = (f"{ld['rate_per_s']:g} req/s" if ld["rate_per_s"] else f"{ld['concurrency']} clients"
+                     if ld["concurrency"] else f"trace {Path(ld['trace']).parent.name or ld['trace']}")
+            rows.append(_row(label, s))
+        out.print(_table(f"{spec.name}, {replicas} replica(s)", rows))
+
+    @app.command()
+    def bench(
+        url: str = typer.Argument(..., help="base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000"),
+        model: str = typer.Option(..., "--model", "-m", help="the model name the server serves"),
+        rate: float | None = typer.Option(None, "--rate", help="requests/s (Poisson)"),
+        concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="closed-loop clients"),
+        requests: int = typer.Option(100, "--requests", min=1, max=1_000_000, help="requests to send"),
+        input_tokens: int | None = typer.Option(None, "--input-tokens", min=1, help="prompt tokens per request"),
+        output_tokens: int | None = typer.Option(None, "--output-tokens", min=1, help="generated tokens per request"),
+        dataset: str | None = typer.Option(None, "--dataset", help="JSONL of input/output token counts per request"),
+        endpoint: str = typer.Option("completions", "--endpoint", help="completions or chat"),
+        max_duration: float = typer.Option(600.0, "--max-duration", help="stop sending after this many seconds"),
+        save: str | None = typer.Option(None, "--save", help="write the run as a trace folder (replay with simulate --trace)"),
+        compare: str | None = typer.Option(None, "--compare", help="a scenario to simulate under the same load, side by side"),
+        json_out: bool = typer.Option(False, "--json", help="print JSON"),
+    ) -> None:
+        """Measure a real OpenAI-compatible endpoint: TTFT, inter-token latency, TPOT and end-to-end at the client."""
+        from tokensim.endpoints import BenchConfig, run_bench
+
+        if rate is not None and not (math.isfinite(rate) and rate > 0):
+            raise bad_value("--rate", rate, "a finite number of requests per second > 0")
+        if endpoint not in ("completions", "chat"):
+            raise bad_value("--endpoint", endpoint, "completions or chat")
+        if dataset is None and (input_tokens is None or output_tokens is None):
+            input_tokens, output_tokens = input_tokens or 256, output_tokens or 64
+        config = BenchConfig(base_url=url, model=model, num_requests=requests, request_rate_per_s=rate,
+                             concurrency=concurrency, input_tokens=input_tokens, output_tokens=output_tokens,
+                             dataset_path=dataset, endpoint=endpoint, max_duration_s=max_duration)
+        result = run_bench(config)
+        if save:
+            note.print(f"wrote {result.save_trace(save)}", highlight=False)
+        simulated = None
+        if compare:
+            from tokensim.prediction.serving import LoadSpec, simulate_serving
+            spec, _ = _engine_from_args(compare, model, "", None, None, None, 1, 1, None, "bf16", "vllm")
+            simulated = simulate_serving(spec, LoadSpec(requests, rate_per_s=rate, concurrency=concurrency if rate is None else None,
+                                                        input_tokens=input_tokens or 256, output_tokens=output_tokens or 64))
+        if json_out:
+            doc: dict[str, Any] = dict(result.summary)
+            if simulated is not None:
+                doc = {"measured": doc, "simulated": {k: v for k, v in simulated.summary.items() if k != "series"}}
+            emit_json(doc)
+        else:
+            rows = [_row("measured", result.summary)]
+            if simulated is not None:
+                rows.append(_row(f"simulated ({compare})", simulated.summary))
+            out.print(_table(f"{url} ({model})", rows))
+        if result.incomplete:
+            raise TokensimError(f"the run is incomplete: {result.summary.get('error')} (partial results above"
+                                + (f", saved to {save}" if save else "") + ")")
+
+    @app.command()
+    def serve(
+        emulate: str = typer.Option(..., "--emulate", help="a scenario (name or file) whose deployment the endpoint emulates"),
+        host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (loopback by default)"),
+        port: int = typer.Option(8000, "--port", min=0, max=65535, help="port (0: any free one)"),
+        model_name: str | None = typer.Option(None, "--served-model-name", help="the model name clients send (default: the scenario's)"),
+        max_pending: int = typer.Option(1024, "--max-pending", min=1, help="requests queued before 429"),
+    ) -> None:
+        """An OpenAI-compatible endpoint whose tokens arrive with the simulated timing of a scenario's deployment:
+        concurrent clients see the queueing the modelled system would show. Text is filler; usage counts are exact."""
+        from tokensim.endpoints import run_emulator
+        from tokensim.sim import OnlineSimulation
+
+        spec, name = _engine_from_args(emulate, "", "", None, None, None, 1, 1, None, "bf16", "vllm")
+        source = OnlineSimulation(spec)
+        run_emulator(source, host, port, model_name=model_name or name, max_pending_requests=max_pending,
+                     on_ready=lambda u: note.print(f"emulating {spec.name} at {u} (Ctrl-C stops)", highlight=False))
+
+
+def probe_command(out, note, path: str | None, json_out: bool) -> None:
+    """`tokensim hardware probe`: measure this machine and write a hardware file."""
+    from tokensim.endpoints import probe_hardware, write_hardware_file
+    from tokensim.output.files import check_target
+    from tokensim.output.json_out import emit_json
+
+    target = check_target(path, "--out") if path else None
+    result = probe_hardware()
+    if target:
+        note.print(f"wrote {write_hardware_file(target, result)}", highlight=False)
+    if json_out:
+        return emit_json(result.to_dict() if hasattr(result, "to_dict") else result.__dict__)
+    out.print(result)

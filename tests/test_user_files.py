@@ -48,7 +48,7 @@ def test_yaml_hardware_with_a_missing_field_names_it(tmp_path):
     f.write_text(YAML_CHIP.replace("    bandwidth_bytes_per_s: 4.0e12\n", ""))
     proc = subprocess.run([sys.executable, "-m", "tokensim.cli", "predict", "--hardware", str(f)],
                           capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "memory.bandwidth_bytes_per_s" in proc.stderr
+    assert proc.returncode == 2 and "memory[0].bandwidth_bytes_per_s" in proc.stderr
 
 
 def test_agent_session_time_by_hand(tmp_path):

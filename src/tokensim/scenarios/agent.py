@@ -6,12 +6,10 @@ or a TOML file with [[calls]], each with input_tokens, output_tokens, tool_s and
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokensim.errors import TokensimError, bad_value, require
-from tokensim.specs.hardware.loader import read_mapping
+from tokensim.errors import require
 from tokensim.prediction.predictor import Prediction
 
 
@@ -47,31 +45,12 @@ def coding_loop(calls: int = 74, output_tokens: int = 523, fresh_input_tokens: i
                    "TraceLab (UW), https://tracelab.cs.washington.edu/")
 
 
-def _call(d: dict, where: str) -> Call:
-    try:
-        return Call(int(d.get("input_tokens", 0)), int(d["output_tokens"]), float(d.get("tool_s", 0.0)))
-    except KeyError:
-        raise bad_value(f"{where}.output_tokens", None, "a number of tokens (field missing)") from None
-    except (TypeError, ValueError):
-        raise bad_value(where, d, "numbers for input_tokens, output_tokens and tool_s") from None
-
-
 def load_session(path: str | Path) -> Session:
-    path = Path(path)
-    if path.suffix == ".jsonl":
-        calls = []
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                calls.append(_call(json.loads(line), f"{path.name} line {n}"))
-            except json.JSONDecodeError as exc:
-                raise TokensimError(f"{path.name} line {n}: not valid JSON ({exc.msg})") from None
-    else:
-        calls = [_call(c, f"calls[{i}]") for i, c in enumerate(read_mapping(path).get("calls", []))]
-    if not calls:
-        raise bad_value(str(path), "no calls", "at least one call")
-    return Session(path.stem, tuple(calls), str(path))
+    """A session file: JSONL (one call per line) or TOML/YAML/JSON with [[calls]]; every field checked once
+    (tokensim.inputs.session_file), a bad one named with its file, line or entry, and value."""
+    from tokensim.inputs.session_file import load_session_file
+
+    return load_session_file(path)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ Layout (every table but [deployment] optional; see data/scenarios/*.toml for wor
   link_bandwidth_bytes_per_s link_latency_s micro_batches; [prefill] hardware deployment(table)
   link_bandwidth_bytes_per_s link_latency_s; [workload] sequences (batch benchmark); [claim] id text
   quantity value unit source kind; [[alternatives]] name + any of the tables above, changing one assumption.
+Every field's type, range and unit is checked once when the file is read (tokensim.inputs.scenario_file).
 """
 from __future__ import annotations
 
@@ -16,13 +17,14 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from tokensim.deploy.deployment import Deployment, SpecDecode
 from tokensim.prediction.disagg import LinkSpec, predict_afd, predict_pd
 from tokensim.errors import TokensimError, bad_value, require
+from tokensim.inputs.base import validate
+from tokensim.inputs.files import is_file, read_mapping
+from tokensim.inputs.scenario_file import DeploymentTable, ScenarioFile, SpeculativeTable
 from tokensim.specs.hardware.catalog import load_hardware
-from tokensim.specs.hardware.loader import read_mapping
 from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.deploy.layout import resolve_layout
 from tokensim.perf.constants import NAMES as CONSTANT_NAMES, ConstantsTable, default_table
@@ -30,10 +32,6 @@ from tokensim.specs.model.catalog import load_model
 from tokensim.specs.model.hf_config import spec_from_config
 from tokensim.specs.model.spec import ModelSpec
 from tokensim.prediction.predictor import Prediction, predict_deployment
-
-DEPLOYMENT_KEYS = {"tp", "pp", "ep", "dp", "attn_dp", "chips", "batch", "input_tokens", "output_tokens", "weights",
-                   "expert_weights", "compute", "kv", "engine", "micro_batches", "overlap_comm", "redundant_experts",
-                   "stage_layers", "stages"}
 
 
 @dataclass(frozen=True)
@@ -57,17 +55,19 @@ class Scenario:
     raw: dict = field(repr=False, compare=False, default_factory=dict)
     base_dir: Path = Path(".")
     claim: Claim | None = None
+    origin: str = ""                    # the file it came from, for messages
 
     def alternatives(self) -> list[tuple[str, "Scenario"]]:
         """The scenario's named variants, each with one changed assumption."""
         out = []
         for i, alt in enumerate(self.raw.get("alternatives", [])):
             name = alt.get("name") or f"alternative {i + 1}"
-            merged = _merge(self.raw, {k: v for k, v in alt.items() if k != "name"})
+            merged = _merge(self.raw, {k: v for k, v in alt.items() if k not in ("name", "source", "breaks")})
             merged.pop("alternatives", None)
             if "model" in alt:                   # a named model replaces an inline one
                 merged.pop("model_config", None)
-            out.append((name, scenario_from_dict(merged, self.base_dir, where=f"alternatives[{i}]")))
+            where = f"{self.origin} alternatives[{i}] ({name})" if self.origin else f"alternatives[{i}]"
+            out.append((name, scenario_from_dict(merged, self.base_dir, where=where)))
         return out
 
 
@@ -128,6 +128,7 @@ def parse_stages(stages: list, n_layers: int, where: str) -> tuple[int, ...]:
             raise bad_value(f"{where}.stages[{i}]", text, 'a layer range like "0-3" or a single layer "4"')
         a, b = int(m.group(1)), int(m.group(2) or m.group(1))
         require(a <= b, f"{where}.stages[{i}]", text, "a range whose first layer is not after its last")
+        require(b < n_layers, f"{where}.stages[{i}]", text, f"layers of the model, 0-{n_layers - 1}")
         covered.extend(range(a, b + 1))
         sizes.append(b - a + 1)
     expected = list(range(n_layers))
@@ -141,26 +142,15 @@ def parse_stages(stages: list, n_layers: int, where: str) -> tuple[int, ...]:
 
 
 def deployment_from_dict(d: dict, model: ModelSpec, hw: HardwareSpec, spec: SpecDecode | None, where: str) -> Deployment:
-    unknown = set(d) - DEPLOYMENT_KEYS
-    if unknown:
-        raise bad_value(f"{where}.{sorted(unknown)[0]}", d[sorted(unknown)[0]], f"one of the fields {', '.join(sorted(DEPLOYMENT_KEYS))}")
+    """A [deployment] table (checked by DeploymentTable) laid out on `hw` for `model`."""
+    t = validate(DeploymentTable, d, "", prefix=where)
     stage_layers = None
-    if "stages" in d:
-        if not isinstance(d["stages"], list):
-            raise bad_value(f"{where}.stages", d["stages"], 'a list of layer ranges like ["0-3", "4-7"]')
-        stage_layers = parse_stages(d["stages"], model.n_layers, where)
-    elif "stage_layers" in d:
-        sl = d["stage_layers"]
-        if not isinstance(sl, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in sl):
-            raise bad_value(f"{where}.stage_layers", sl, "a list of layer counts, one per pipeline stage")
-        stage_layers = tuple(sl)
-    kw: dict[str, Any] = {k: _str(d, k, where) for k in ("weights", "expert_weights", "compute", "kv", "engine") if k in d}
-    for k in ("batch", "input_tokens", "output_tokens", "ep", "dp", "attn_dp", "micro_batches", "redundant_experts"):
-        if k in d:
-            kw[k] = _int(d, k, where)
-    if "overlap_comm" in d:
-        kw["overlap_comm"] = _bool(d, "overlap_comm", where)
-    tp, pp, chips = _int(d, "tp", where), _int(d, "pp", where), _int(d, "chips", where)
+    if t.stages is not None:
+        stage_layers = parse_stages(t.stages, model.n_layers, where)
+    elif t.stage_layers is not None:
+        stage_layers = tuple(t.stage_layers)
+    kw = t.deployment_fields()
+    tp, pp, chips = t.tp, t.pp, t.chips
     if stage_layers is not None:
         pp = len(stage_layers)
     dep, _ = resolve_layout(model, hw, dict(spec=spec, **kw), chips=chips, tp=tp, pp=pp)
@@ -171,55 +161,54 @@ def deployment_from_dict(d: dict, model: ModelSpec, hw: HardwareSpec, spec: Spec
 
 
 def spec_from_dict(d: dict | None, where: str = "speculative") -> SpecDecode | None:
-    if not d:
+    """A [speculative] table (checked by SpeculativeTable) as a SpecDecode; None when absent or empty."""
+    if d is None or d == {}:
         return None
-    if not isinstance(d, dict):
-        raise bad_value(where, d, "a table")
-    acc = d.get("acceptance", [0.8])
-    acc = tuple(acc) if isinstance(acc, list) else (acc,)
-    for a in acc:
-        if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0.0 <= a < 1.0:
-            raise bad_value(f"{where}.acceptance", a, "a rate in [0, 1)")
-    return SpecDecode(method=_str(d, "method", where) or "mtp", draft_tokens=_int(d, "draft_tokens", where, 1),
-                      acceptance=acc, draft_model=_str(d, "draft_model", where))
+    return validate(SpeculativeTable, d, "", prefix=where).to_spec()      # None for method "none"
 
 
-def _model(d: dict, base_dir: Path) -> ModelSpec:
-    if "model_config" in d:
-        cfg = d["model_config"]
-        return spec_from_config(cfg, name=d.get("model_name", d.get("name", "scenario model")), source=d.get("model_source", "scenario file"))
-    name = d.get("model")
-    if not name:
-        raise bad_value("model", None, "a catalog name, a config.json path or a [model_config] table")
+def _model(s: ScenarioFile, base_dir: Path, origin: str) -> ModelSpec:
+    if s.model_config_ is not None:
+        try:
+            return spec_from_config(s.model_config_, name=s.model_name or s.name or "scenario model",
+                                    source=s.model_source or "scenario file")
+        except TokensimError as exc:
+            raise TokensimError(f"{origin}: [model_config] {exc}") from None
+    name = s.model or ""                  # ScenarioFile holds a model or a model_config
     path = base_dir / name
-    return load_model(str(path) if path.suffix == ".json" and path.exists() else name)
+    return load_model(str(path) if path.suffix == ".json" and is_file(path) else name)
+
+
+def _hardware(name: str, base_dir: Path) -> HardwareSpec:
+    path = base_dir / name
+    return load_hardware(str(path) if path.suffix in (".toml", ".yaml", ".yml") and is_file(path) else name)
 
 
 def scenario_from_dict(d: dict, base_dir: Path, where: str = "scenario") -> Scenario:
-    model = _model(d, base_dir)
-    if "hardware" not in d:
-        raise bad_value("hardware", None, "a catalog name or a hardware file")
-    hw_path = base_dir / d["hardware"]
-    hw = load_hardware(str(hw_path) if hw_path.suffix in (".toml", ".yaml", ".yml") and hw_path.exists() else d["hardware"])
-    spec = spec_from_dict(d.get("speculative"))
-    dep = deployment_from_dict(_table(d, "deployment", ""), model, hw, spec, "deployment")
+    """A parsed scenario file as a Scenario; `where` (the file) heads every message about a bad field."""
+    s = validate(ScenarioFile, d, where)
+    raw = s.model_dump(by_alias=True, exclude_unset=True)      # the checked values (8.0 read as 8, and so on)
+    try:                                  # names resolved, then checked against the model and chip
+        model = _model(s, base_dir, where)
+        hw = _hardware(s.hardware, base_dir)
+        spec = spec_from_dict(raw.get("speculative"))
+        dep = deployment_from_dict(raw.get("deployment", {}), model, hw, spec, "deployment")
+    except TokensimError as exc:
+        message = str(exc)
+        raise TokensimError(message if message.startswith(f"{where}: ") else f"{where}: {message}") from None
     claim = None
-    if "claim" in d:
-        c = d["claim"]
-        for key in ("id", "quantity", "value"):
-            if key not in c:
-                raise bad_value(f"claim.{key}", None, "a value (field missing)")
-        claim = Claim(id=str(c["id"]), text=str(c.get("text", "")), quantity=str(c["quantity"]), value=float(c["value"]),
-                      unit=str(c.get("unit", "")), source=str(c.get("source", "")), kind=str(c.get("kind", "")))
-    return Scenario(name=str(d.get("name", "scenario")), title=str(d.get("title", d.get("name", ""))), model=model,
-                    hardware=hw, deployment=dep, raw=d, base_dir=base_dir, claim=claim)
+    if s.claim is not None:
+        c = s.claim
+        claim = Claim(id=c.id, text=c.text, quantity=c.quantity, value=c.value, unit=c.unit, source=c.source, kind=c.kind)
+    return Scenario(name=s.name or "scenario", title=s.title if s.title is not None else (s.name or ""), model=model,
+                    hardware=hw, deployment=dep, raw=raw, base_dir=base_dir, claim=claim, origin=where)
 
 
 def load_scenario(path: str | Path) -> Scenario:
     path = Path(path)
     if path.suffix != ".toml":
         raise bad_value("scenario", str(path), "a .toml scenario file")
-    return scenario_from_dict(read_mapping(path), path.parent)
+    return scenario_from_dict(read_mapping(path), path.parent, where=str(path))
 
 
 def scenario_constants(s: Scenario) -> ConstantsTable:
@@ -273,7 +262,11 @@ def shipped_scenarios() -> dict[str, Path]:
 def find_scenario(name_or_path: str) -> Path:
     """A path to a scenario file, or the name of a shipped one."""
     path = Path(name_or_path)
-    if path.exists():
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):       # a name the OS refuses (too long, a NUL byte) is no file
+        exists = False
+    if exists:
         return path
     shipped = shipped_scenarios()
     if name_or_path in shipped:

@@ -6,6 +6,7 @@ from importlib import resources
 from pathlib import Path
 
 from tokensim.catalog import alias_index, normalize, unknown
+from tokensim.inputs.files import exists
 from tokensim.specs.hardware.loader import load_hardware_file
 from tokensim.specs.hardware.spec import HardwareSpec
 
@@ -39,6 +40,6 @@ def load_hardware(name_or_path: "str | HardwareSpec") -> HardwareSpec:
     if found:
         return catalog()[found]
     path = Path(name_or_path)
-    if path.suffix in (".toml", ".yaml", ".yml") or path.exists():
+    if path.suffix in (".toml", ".yaml", ".yml") or exists(path):
         return load_hardware_file(path)
     raise unknown("hardware", name_or_path, list(catalog()) + [a for h in catalog().values() for a in h.aliases])

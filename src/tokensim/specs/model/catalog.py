@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from tokensim.catalog import alias_index, normalize, unknown
+from tokensim.inputs.files import exists
 from tokensim.errors import TokensimError, bad_value
 from tokensim.specs.precision import get_precision
 from tokensim.specs.model.spec import ModelSpec, WeightPrecisions
@@ -52,10 +53,15 @@ def _alias_index() -> dict[str, str]:
 
 
 def find_name(text: str) -> str | None:
-    """Catalog name for an exact name or a normalized alias, else None."""
+    """Catalog name for an exact name or a normalized alias, else None. A Hugging Face repository id
+    ('meta-llama/Llama-3.1-8B') is also looked up by its name part when the whole id is not an alias."""
     if text in entries():
         return text
-    return _alias_index().get(normalize(text))
+    found = _alias_index().get(normalize(text))
+    owner, slash, repo = text.strip().partition("/")
+    if found is None and slash and repo and " " not in owner and "/" not in repo:
+        found = _alias_index().get(normalize(repo))
+    return found
 
 
 def _with_overrides(spec: ModelSpec, overrides: tuple[tuple[str, str], ...]) -> ModelSpec:
@@ -68,10 +74,10 @@ def _with_overrides(spec: ModelSpec, overrides: tuple[tuple[str, str], ...]) -> 
 
 @lru_cache(maxsize=128)
 def catalog_model(name: str) -> ModelSpec:
-    from tokensim.specs.model.hf_config import spec_from_config
+    from tokensim.specs.model.hf_config import read_json_document, spec_from_config
 
     e = entries()[name]
-    config = json.loads((_data_dir() / e.file).read_text(encoding="utf-8"))
+    config = read_json_document(_data_dir() / e.file)
     return _with_overrides(spec_from_config(config, name=name, source=e.source), e.weights)
 
 
@@ -83,10 +89,10 @@ def load_model(name_or_path: "str | ModelSpec") -> ModelSpec:
     if found:
         return catalog_model(found)
     path = Path(name_or_path)
-    if path.suffix == ".json" or path.exists():
+    if path.suffix == ".json" or exists(path):
         from tokensim.specs.model.hf_config import load_config_file
 
-        if not path.exists():
+        if not exists(path):
             raise bad_value("model", name_or_path, "a catalog name or an existing config.json path")
         return load_config_file(path)
     raise unknown("model", name_or_path, list(entries()) + [a for e in entries().values() for a in e.aliases])

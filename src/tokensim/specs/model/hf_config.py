@@ -14,10 +14,10 @@ hf_quant (weight precisions), hf_fields (typed reads that name the bad field).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from tokensim.errors import bad_value
+from tokensim.errors import TokensimError, bad_value
+from tokensim.inputs.files import parse, read_text
 from tokensim.specs.model import hf_extras
 from tokensim.specs.model import hf_layers
 from tokensim.specs.model import hf_quant
@@ -80,10 +80,10 @@ def _tied(text: Fields, outer: Fields) -> bool:
     return False
 
 
-def spec_from_config(config: dict, name: str, source: str = "") -> ModelSpec:
+def spec_from_config(config: object, name: str, source: str = "") -> ModelSpec:
     """Build the ModelSpec of a Hugging Face config.json already parsed into a dict."""
     if not isinstance(config, dict):
-        raise bad_value("config", type(config).__name__, "a JSON object (a config.json)")
+        raise bad_value("config", f"a {type(config).__name__}", "a JSON object (a config.json)")
     text, outer, vision = _unwrap(config)
     fam = hf_layers.family(text)
     hidden = text.int("hidden_size")
@@ -108,17 +108,22 @@ def spec_from_config(config: dict, name: str, source: str = "") -> ModelSpec:
 
 
 def load_config_file(path: str | Path) -> ModelSpec:
-    """Read a config.json (Python's json accepts the non-standard `Infinity` some files carry) into a ModelSpec."""
+    """Read a config.json into a ModelSpec. The file is read by the one safe reader (size, UTF-8 and nesting
+    bounded; Python's json accepts the non-standard `Infinity` some files carry, and the typed reads refuse it
+    where a finite number is needed); every error names the file."""
     path = Path(path)
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise bad_value("model", str(path), "an existing config.json file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise bad_value("model", str(path), f"a JSON config file (not valid JSON: {e})") from None
+    config = read_json_document(path)
     # a file named config.json is named after its folder (as Hugging Face repositories lay it out)
     name = path.stem if path.stem != "config" or not path.resolve().parent.name else path.resolve().parent.name
-    return spec_from_config(config, name=name, source=str(path))
+    try:
+        return spec_from_config(config, name=name, source=str(path))
+    except TokensimError as exc:
+        raise TokensimError(f"{path}: {exc}") from None
+
+
+def read_json_document(path: Path) -> object:
+    """A JSON file parsed (any top-level value: spec_from_config names a list or a number)."""
+    return parse(read_text(path), "json", str(path))
 
 
 __all__ = ["spec_from_config", "load_config_file"]

@@ -25,7 +25,7 @@ from tokensim.errors import bad_value
 from tokensim.specs.model import hf_attention as attn
 from tokensim.specs.model import hf_ffn as ffn
 from tokensim.specs.model import hf_linear as lin
-from tokensim.specs.model.hf_fields import Fields
+from tokensim.specs.model.hf_fields import MAX_LAYERS, Fields
 from tokensim.specs.model.spec import Layer
 
 _NEMOTRON = {"M": ("mamba2", None), "-": (None, "dense"), "*": ("attn", None), "E": (None, "moe"),
@@ -74,6 +74,12 @@ def n_layers(f: Fields, fam: str) -> int:
 def nemotron_pattern(f: Fields) -> list[str]:
     key = "hybrid_override_pattern" if f.has("hybrid_override_pattern") else "layers_block_type"
     pattern = list(f.str(key)) if key == "hybrid_override_pattern" else f.list(key, of=str)
+    if pattern is None:
+        raise bad_value(f.where + "hybrid_override_pattern or layers_block_type", None, "one block type per layer "
+                        "(the field is missing)")
+    if len(pattern) > MAX_LAYERS:
+        raise bad_value(f.name(key), f"{len(pattern):,} layers", f"at most {MAX_LAYERS:,} (tokensim reads models of at most "
+                        f"{MAX_LAYERS:,} layers)")
     bad = [p for p in pattern if p not in _NEMOTRON]
     if bad:
         raise bad_value(f.name(key), bad[0], "one of M, -, *, E (or mamba, mlp, attention, moe)")

@@ -44,9 +44,27 @@ _MODELOPT = {"NVFP4": "nvfp4", "FP8": "fp8", "W4A16_AWQ": "int4", "W4A8_AWQ": "i
 _HEADS = ("lm_head", "language_model.lm_head", "model.lm_head")
 
 
+MAX_PATTERNS = 1_000            # wildcard and re: entries of one ignore list (plain names: any number)
+MAX_REGEXES = 100
+_REPEATED_GROUP = re.compile(r"\)[*+{]")                 # (...)* : backtracking that can take exponential time
+_UNBOUNDED = re.compile(r"(?<!\\)(?:[*+]|\{\d*,\})")      # *, + and {n,} outside escapes
+
+
+def _regex(pattern: str, field: str) -> re.Pattern:
+    """An ignore entry's `re:` pattern, compiled; refused when it is not a regular expression or could take
+    more than polynomial time on a module name (a repeated group, more than two unbounded repeats)."""
+    body = pattern[3:]
+    if _REPEATED_GROUP.search(body) or len(_UNBOUNDED.findall(body)) > 2:
+        raise bad_value(field, pattern, "a re: pattern without repeated groups and with at most two unbounded "
+                        "repeats (*, +, {n,})")
+    try:
+        return re.compile(body)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise bad_value(field, pattern, f"a regular expression after re: ({exc})") from None
+
+
 def _matches(pattern: str, name: str) -> bool:
-    if pattern.startswith("re:"):
-        return re.match(pattern[3:], name) is not None
+    """A shell pattern against the name and each of its parent modules, or as whole dotted components."""
     parts = name.split(".")
     for end in range(len(parts), 0, -1):
         prefix = ".".join(parts[:end])
@@ -55,8 +73,21 @@ def _matches(pattern: str, name: str) -> bool:
     return f".{pattern}." in f".{name}."
 
 
-def _ignored(names: list[str], ignore: list[str]) -> bool:
-    return any(_matches(p, n) for p in ignore for n in names)
+def _ignored(names: list[str], ignore: list[str], field: str = "ignore") -> bool:
+    """Whether any of `names` matches any ignore entry. Plain entries (most of a long list) are looked up in a
+    set of each name's dotted runs, which is what the shell-pattern and component tests reduce to for them."""
+    plain = {p for p in ignore if not p.startswith("re:") and not any(c in p for c in "*?[")}
+    regexes = sorted({p for p in ignore if p.startswith("re:")})
+    globs = sorted(set(ignore) - plain - set(regexes))
+    if len(regexes) > MAX_REGEXES or len(regexes) + len(globs) > MAX_PATTERNS:
+        raise bad_value(field, f"{len(regexes)} re: and {len(globs)} wildcard entries",
+                        f"at most {MAX_REGEXES} re: entries and {MAX_PATTERNS} re: and wildcard entries together")
+    for n in names:
+        parts = n.split(".")
+        if plain & {".".join(parts[i:j]) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)}:
+            return True
+    compiled = [_regex(p, field) for p in regexes]
+    return any(r.match(n) for r in compiled for n in names) or any(_matches(p, n) for p in globs for n in names)
 
 
 def _layer_names(group: str, index: int) -> list[str]:
@@ -81,8 +112,12 @@ def _scheme(qc: Fields) -> str | None:
     groups = qc.sub("config_groups")
     if groups is None or not groups.data:
         return None
-    first = groups.sub(next(iter(groups.data)))
-    w = first.sub("weights")
+    first_name = next(iter(groups.data))
+    first = groups.sub(first_name)
+    w = first.sub("weights") if first is not None else None
+    if first is None or w is None:
+        raise bad_value(first.name("weights") if first is not None else groups.name(first_name), None,
+                        "a table with num_bits, group_size and type (the field is missing)")
     bits, size, kind = w.int("num_bits"), w.int("group_size", default=0, minimum=0), w.str("type", "int")
     fmt = (first.str("format") or qc.str("format")).lower()
     if bits == 4 and kind == "float":
@@ -102,12 +137,15 @@ def weights(text: Fields, outer: Fields, first_dense: int, first_moe: int, has_s
             groups.update(dict.fromkeys(_LAYER_GROUPS, "fp8"))
         return WeightPrecisions(**groups)
     method = qc.str("quant_method")
+    key: str
     if method in ("fp8", "mxfp4"):
-        scheme, ignore = method, qc.list("modules_to_not_convert", of=str) or []
+        key = "modules_to_not_convert"
+        scheme, ignore = method, qc.list(key, of=str) or []
         linear = _LAYER_GROUPS if method == "fp8" else ("routed_experts",)
     else:
         scheme = _scheme(qc)
-        ignore = qc.list("ignore", of=str) or qc.list("exclude_modules", of=str) or []
+        key = "ignore" if qc.list("ignore", of=str) else "exclude_modules"
+        ignore = qc.list(key, of=str) or []
         linear = _LAYER_GROUPS + ("lm_head",)
     if scheme is None:
         return WeightPrecisions(**groups)
@@ -118,7 +156,7 @@ def weights(text: Fields, outer: Fields, first_dense: int, first_moe: int, has_s
         else:
             looked_up = "router" if group == "shared_experts" and not has_shared else group
             names = _layer_names(looked_up, index.get(group, first_moe))
-        if not _ignored(names, ignore):
+        if not _ignored(names, ignore, qc.name(key)):
             groups[group] = scheme
     if method == "fp8" and text.str("expert_dtype") == "fp4":
         groups["routed_experts"] = "mxfp4"

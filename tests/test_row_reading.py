@@ -236,3 +236,14 @@ def test_a_skipped_row_names_the_missing_fact(tmp_path):
         reasons.append(str(exc.value))
     assert reasons == ["hardware not stated", "model not stated",
                        "chip count not stated (a throughput_tps_total figure needs the chips it was measured on)"]
+
+
+def test_decode_pool_rule_reads_pools_not_speculative_decoding():
+    """'decode' alone does not name a prefill/decode split: 'spec decode (MTP) not stated' is about speculation."""
+    import re
+
+    from tokensim.validate.rules import DECODE_POOL
+    assert not re.search(DECODE_POOL, "KV precision and spec decode (MTP) not stated", re.I)
+    for text in ("Decode output tok/s per GPU; 12 of 14 trays (48 GPUs) decode, rest prefill", "disaggregated serving",
+                 "decode workers 8", "1P/1D"):
+        assert re.search(DECODE_POOL, text, re.I), text

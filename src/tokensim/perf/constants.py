@@ -30,12 +30,14 @@ FITTED_ENV = "TOKENSIM_FITTED"   # a fitted table written by `tokensim fit -o FI
 
 @dataclass(frozen=True)
 class Constants:
-    hbm_bandwidth_fraction: float    # achieved / peak bandwidth of the tier holding the weights
+    hbm_bandwidth_fraction: float    # achieved / peak bandwidth of the tier holding the weights, streaming weights
+    attention_bandwidth_fraction: float   # achieved / peak bandwidth reading the paged KV cache in decode attention
     gemm_flops_fraction: float       # achieved / peak dense FLOP/s of a large GEMM
     gemm_half_rows: float            # token rows at which a GEMM reaches half that rate
     prefill_flops_fraction: float    # achieved / peak dense FLOP/s over a whole prefill
     kernel_gap_s: float              # idle time per kernel launch
-    layer_latency_s: float           # dataflow floor per layer (wafers, LPUs)
+    layer_latency_s: float           # dataflow floor per layer (wafers, LPUs): its fixed part
+    layer_latency_s_per_byte: float  # and its part per byte of weights the layer touches on a chip
     host_overhead_s: float           # per decode step, outside the accelerator
     host_overhead_per_seq_s: float   # per running sequence per step: scheduling, sampling, detokenization
     request_overhead_s: float        # per request served over HTTP/API: tokenization, scheduling, transport

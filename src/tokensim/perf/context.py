@@ -40,7 +40,8 @@ class Context:
     index_bytes_per_elem: float
     state_bytes_per_elem: float
     act_bytes_per_elem: float
-    bytes_per_s: float    # achieved bandwidth of the tier holding weights and KV
+    bytes_per_s: float    # achieved bandwidth of the tier holding weights and KV, streaming weights
+    kv_bytes_per_s: float  # achieved bandwidth reading the paged KV cache in attention
 
     def link_for(self, group_chips: int) -> Link | None:
         """The link a collective over `group_chips` chips uses: scale-up while the group fits its domain."""
@@ -49,7 +50,7 @@ class Context:
             return up
         return self.hw.link("scale_out") or up
 
-    def link_time(self, nbytes, group_chips, latency_s: float, peer=False) -> tuple:
+    def link_time(self, nbytes, group_chips, latency_s: float, peer=False, link_latency: bool = True) -> tuple:
         """Time of one collective over `group_chips` chips; for arrays, each element picks its own link.
         `peer` (bool or mask): a point-to-point transfer, which a mesh link serves at its one-peer bandwidth."""
         def over(link: Link | None):
@@ -59,7 +60,8 @@ class Context:
             if link.peer_bandwidth_bytes_per_s is not None and np.any(peer):
                 bw = np.where(peer, link.peer_bandwidth_bytes_per_s, bw)
                 bw = float(bw) if np.ndim(bw) == 0 else bw
-            return latency_s + link.latency_s + nbytes / (self.k.link_bandwidth_fraction * bw)
+            own = link.latency_s if link_latency else 0.0
+            return latency_s + own + nbytes / (self.k.link_bandwidth_fraction * bw)
 
         if self.hw.link("scale_up") is None and self.hw.link("scale_out") is None:
             raise TokensimError(
@@ -110,4 +112,5 @@ def make_context(model: ModelSpec, hw: HardwareSpec, dep: Deployment, k: Constan
         state_bytes_per_elem=get_precision(STATE).bytes_per_element,
         act_bytes_per_elem=get_precision(ACTIVATION).bytes_per_element,
         bytes_per_s=k.hbm_bandwidth_fraction * hw.weight_tier.bandwidth_bytes_per_s,
+        kv_bytes_per_s=k.attention_bandwidth_fraction * hw.weight_tier.bandwidth_bytes_per_s,
     )

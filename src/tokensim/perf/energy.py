@@ -1,6 +1,6 @@
 """Power, energy per token and cost per token from hardware figures and a step's busy fraction.
 
-P = chips x (P_idle + u x (P_max - P_idle)) with u the busy share of the step (theory.md section 6);
+P = chips x (P_idle + u x (P_max - P_idle)) with u the busy share of the step (docs/model.md section 6);
 P_max per chip is the system's published power divided by its chips when known (hosts, switches and
 NICs included), else the chip's TDP. Prices are $ per chip-hour from the hardware file.
 """

@@ -107,12 +107,13 @@ def gemm_efficiency(ctx: Context, rows: float | None) -> float:
 
 
 def compute_op(ctx: Context, name: str, nbytes, flops, group: str, kernel_key: str | None = None,
-               rows=None, prefill_share=0.0) -> OpCost:
+               rows=None, prefill_share=0.0, bytes_per_s=None) -> OpCost:
     """An op reading `nbytes` and computing `flops`; `prefill_share` of the FLOPs belong to prompt tokens and run at
     the prefill rate, the rest at the decode rate; `rows` (token rows of a GEMM) sets its tile efficiency."""
     rate = ctx.rates[group]
     s_per_flop = rate.s_per_flop + (rate.s_per_flop_prefill - rate.s_per_flop) * prefill_share
-    return OpCost(name, nbytes, flops, 0.0, "", nbytes / ctx.bytes_per_s, flops * s_per_flop / gemm_efficiency(ctx, rows),
+    bw = ctx.bytes_per_s if bytes_per_s is None else bytes_per_s
+    return OpCost(name, nbytes, flops, 0.0, "", nbytes / bw, flops * s_per_flop / gemm_efficiency(ctx, rows),
                   0.0, launch_s(ctx, kernel_key or name))
 
 
@@ -134,8 +135,16 @@ def weight_op(ctx: Context, name: str, params_per_chip, b: Batch, group: str, ke
 
 
 def comm_op(ctx: Context, name: str, nbytes: float, group_chips: int, latency_s: float, peer=False) -> OpCost:
+    """A point-to-point transfer (a pipeline hop): the link's own latency, `latency_s` beyond it, one kernel launch."""
     t, link = ctx.link_time(nbytes, group_chips, latency_s, peer)
     return OpCost(name, 0.0, 0.0, nbytes, link, 0.0, 0.0, t, launch_s(ctx, name))
+
+
+def collective_op(ctx: Context, name: str, nbytes: float, group_chips: int, measured_latency_s: float, peer=False) -> OpCost:
+    """A collective whose small-message time was measured end to end (NCCL all-reduce, DeepEP dispatch/combine):
+    that time already holds the link latency and the kernel launch, so neither is added again (docs/model.md 2.1)."""
+    t, link = ctx.link_time(nbytes, group_chips, measured_latency_s, peer, link_latency=False)
+    return OpCost(name, 0.0, 0.0, nbytes, link, 0.0, 0.0, t, 0.0)
 
 
 def kv_shard(att: Attention, tp: int) -> int:
@@ -174,7 +183,8 @@ def attention_ops(ctx: Context, att: Attention, b: Batch) -> list[OpCost]:
     flops_prefill = b.new_prefill_tokens * (prefill_pair * att.read_entries(pos)
                                             + att.indexer_flops_per_pair * att.cached_entries(pos)) / tp
     flops = flops_decode + flops_prefill
-    ops.append(compute_op(ctx, "attn.core", nbytes, flops, "attention", prefill_share=_share(flops_prefill, flops)))
+    ops.append(compute_op(ctx, "attn.core", nbytes, flops, "attention", prefill_share=_share(flops_prefill, flops),
+                          bytes_per_s=ctx.kv_bytes_per_s))
     return ops
 
 
@@ -207,7 +217,9 @@ def moe_ops(ctx: Context, moe: MoE, b: Batch) -> list[OpCost]:
     distinct = expected_experts_touched(moe.n_experts, moe.top_k, moe_tokens)
     touched = distinct * slots / dep.ep
     rate = ctx.rates["routed_experts"]
-    nbytes = imbalance * touched * moe.expert_params / dep.moe_tp * rate.bytes_per_weight
+    # the busiest chip reads `imbalance` times the mean of the experts touched, but never more than it holds
+    held = (moe.n_experts + dep.redundant_experts) / dep.ep
+    nbytes = np.minimum(imbalance * touched, held) * moe.expert_params / dep.moe_tp * rate.bytes_per_weight
     flops = imbalance * 2.0 * moe_tokens * moe.top_k * moe.expert_params / (dep.ep * dep.moe_tp)
     rows_per_expert = moe_tokens * moe.top_k / np.maximum(distinct, 1e-9)
     ops.append(compute_op(ctx, "moe.experts", nbytes, flops, "routed_experts", rows=rows_per_expert,
@@ -219,19 +231,19 @@ def moe_ops(ctx: Context, moe: MoE, b: Batch) -> list[OpCost]:
         # every chip receives the other ranks' tokens before the experts and returns their partial sums after
         nbytes = (moe_tokens - tokens) * ctx.model.hidden_size * ctx.act_bytes_per_elem
         for name in ("dp.gather", "dp.scatter"):
-            ops.append(gated(comm_op(ctx, name, nbytes, dep.stage_chips, k.collective_latency_s), gather))
+            ops.append(gated(collective_op(ctx, name, nbytes, dep.stage_chips, k.collective_latency_s), gather))
     if needed(dep.ep > 1):
         per_chip_tokens = moe_tokens / dep.stage_chips
         nbytes = per_chip_tokens * moe.top_k * ctx.model.hidden_size * ctx.act_bytes_per_elem * (dep.ep - 1) / dep.ep
         for name in ("ep.dispatch", "ep.combine"):
-            ops.append(gated(comm_op(ctx, name, nbytes, dep.ep, k.all_to_all_latency_s), dep.ep > 1))
+            ops.append(gated(collective_op(ctx, name, nbytes, dep.ep, k.all_to_all_latency_s), dep.ep > 1))
     return ops
 
 
 def allreduce_op(ctx: Context, tokens) -> OpCost:
     tp = ctx.dep.tp
     nbytes = 2.0 * (tp - 1) / tp * tokens * ctx.model.hidden_size * ctx.act_bytes_per_elem     # ring all-reduce traffic per chip
-    return comm_op(ctx, "tp.allreduce", nbytes, tp, ctx.k.collective_latency_s, peer=tp == 2)   # two chips share one link
+    return collective_op(ctx, "tp.allreduce", nbytes, tp, ctx.k.collective_latency_s, peer=tp == 2)   # two chips share one link
 
 
 def layer_ops(ctx: Context, layer: Layer, b: Batch) -> list[OpCost]:
@@ -250,9 +262,15 @@ def layer_ops(ctx: Context, layer: Layer, b: Batch) -> list[OpCost]:
         ops.append(gated(allreduce_op(ctx, b.tokens), ctx.dep.tp > 1))
     if needed(ctx.dep.overlap_comm):
         ops = hide_comm(ops, ctx.dep.overlap_comm)
-    if ctx.k.layer_latency_s:
-        ops.append(OpCost("layer.floor", 0.0, 0.0, 0.0, "", 0.0, 0.0, 0.0, ctx.k.layer_latency_s))
+    if ctx.k.layer_latency_s or ctx.k.layer_latency_s_per_byte:
+        # dataflow chips (wafers, LPUs): a per-layer time, a fixed part plus a part per byte of weights it touches
+        weight_bytes = sum(o.bytes for o in ops if o.name in WEIGHT_OPS)
+        floor = ctx.k.layer_latency_s + ctx.k.layer_latency_s_per_byte * weight_bytes
+        ops.append(OpCost("layer.floor", 0.0, 0.0, 0.0, "", 0.0, 0.0, 0.0, floor))
     return ops
+
+
+WEIGHT_OPS = ("attn.proj", "linear.proj", "ffn", "moe.shared", "moe.experts")
 
 
 def hide_comm(ops: list[OpCost], overlap=True) -> list[OpCost]:

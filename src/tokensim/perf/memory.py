@@ -102,10 +102,14 @@ def kv_bytes_per_token(model, kv_precision: str = "bf16") -> float:
     return total
 
 
-def bytes_per_token(ctx: Context, batch: int, context_tokens: float, tokens_per_step: float = 1.0) -> float:
+def bytes_per_token(ctx: Context, batch: int, context_tokens: float, tokens_per_step: float = 1.0,
+                    verified_per_step: float | None = None) -> float:
     """Bytes read from memory per generated token over the whole deployment: every active attention
     rank reads its copy of the dense weights, routed experts are read once per distinct expert touched
-    (E (1 - (1 - k/E)^T) per layer for T tokens), every sequence reads its KV cache."""
+    (E (1 - (1 - k/E)^T) per layer for T tokens: under speculative decoding every verified token, draft or
+    not, is routed, `verified_per_step` of them per sequence), every sequence reads its KV cache; the total is
+    shared by the `tokens_per_step` tokens each sequence keeps."""
+    verified = tokens_per_step if verified_per_step is None else verified_per_step
     dep, model, r = ctx.dep, ctx.model, ctx.rates
     active_ranks = min(dep.attn_dp, batch) * dep.dp
     dense = expert = kv = 0.0
@@ -122,7 +126,7 @@ def bytes_per_token(ctx: Context, batch: int, context_tokens: float, tokens_per_
             dense += ffn.params * r["dense_ffn"].bytes_per_weight
         elif isinstance(ffn, MoE):
             dense += (ffn.shared_params + ffn.router_params + ffn.latent_params) * r["shared_experts"].bytes_per_weight
-            touched = expected_experts_touched(ffn.n_experts, ffn.top_k, batch * tokens_per_step / dep.dp)
+            touched = expected_experts_touched(ffn.n_experts, ffn.top_k, batch * verified / dep.dp)
             expert += touched * ffn.expert_params * r["routed_experts"].bytes_per_weight * dep.dp
     dense += model.lm_head_matmul_params * r["lm_head"].bytes_per_weight
     return (dense * active_ranks + expert + kv * batch) / (batch * tokens_per_step)

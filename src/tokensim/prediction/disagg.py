@@ -117,12 +117,13 @@ def predict_afd(model: ModelSpec, attn_hw: HardwareSpec, attn_dep: Deployment, f
              f"{ffn_dep.chips} x {ffn_hw.name}, {m} micro-batches; per layer attention {per_layer_a * 1e6:.1f} us, "
              f"transfer {x * 1e6:.1f} us each way, FFN {per_layer_f * 1e6:.1f} us",)
     lo, hi = base.tokens_per_s_per_user_range
-    t_lo, t_hi = base.ttft_s_range
+    t_lo, t_hi = base.ttft_s_range     # the attention pool's calibrated ranges, scaled with the split's own figures
     return replace(base, model=model.name, hardware=f"{attn_hw.name}+{ffn_hw.name}", chips=chips,
                    tokens_per_s_per_user=1.0 / tpot, time_per_output_token_s=tpot, throughput_tokens_per_s=throughput,
                    throughput_tokens_per_s_per_chip=throughput / chips, throughput_tokens_per_s_per_system=throughput,
-                   ttft_s=ttft, ttft_s_range=(t_lo * r_ttft, t_hi * r_ttft),
+                   ttft_s=ttft, ttft_s_range=(t_lo * r_ttft, t_hi * r_ttft), ttft_s_estimate=base.ttft_s_estimate * r_ttft,
                    tokens_per_s_per_user_range=(lo * r_speed, hi * r_speed),
+                   tokens_per_s_per_user_estimate=base.tokens_per_s_per_user_estimate * r_speed,
                    power_w=power, tokens_per_joule=throughput / power,
                    sequences_per_s_per_kw=throughput / attn_dep.output_tokens / (power / 1e3),
                    usd_per_million_tokens=usd, tco_usd_per_million_tokens=tco, breakdown=summarize(ops),
@@ -145,5 +146,6 @@ def predict_pd(model: ModelSpec, prefill_hw: HardwareSpec, prefill_dep: Deployme
             f"decode on {decode_dep.chips} x {decode_hw.name}",)
     lo, hi = decode.ttft_s_range
     scale = ttft / decode.ttft_s if decode.ttft_s else 1.0
-    return replace(decode, ttft_s=ttft, ttft_s_range=(lo * scale, hi * scale), prefill_breakdown=prefill.prefill_breakdown,
+    return replace(decode, ttft_s=ttft, ttft_s_range=(lo * scale, hi * scale), ttft_s_estimate=decode.ttft_s_estimate * scale,
+                   prefill_breakdown=prefill.prefill_breakdown,
                    hardware=f"{prefill_hw.name}->{decode_hw.name}", assumptions=decode.assumptions + note)

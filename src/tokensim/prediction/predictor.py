@@ -20,7 +20,7 @@ from tokensim.deploy.layout import check_against_model, fit_error, resolve_layou
 from tokensim.perf.memory import max_batch, memory_use, stage_memory
 from tokensim.specs.model.catalog import load_model
 from tokensim.specs.model.spec import ModelSpec
-from tokensim.validate.uncertainty import band, shipped_residuals
+from tokensim.validate.uncertainty import band, batch_regime, shipped_residuals
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,11 @@ class Prediction:
     sequences_per_s_per_kw: float = 0.0     # whole sequences (output_tokens each) finished per second per kW
     usd_per_million_tokens: float | None = None   # from $ per chip-hour, where a price is known
     tco_usd_per_million_tokens: float | None = None   # purchase amortized + energy (data/costs.toml), where a purchase price is known
-    tokens_per_s_per_user_range: tuple[float, float] = (0.0, 0.0)   # 10th-90th percentile, from validation residuals
+    # calibrated by out-of-sample validation residuals (validate/uncertainty.py): the bias-corrected central estimate
+    # and the 10th-90th percentile range of what would be measured; the estimate always lies inside its range
+    tokens_per_s_per_user_estimate: float = 0.0
+    tokens_per_s_per_user_range: tuple[float, float] = (0.0, 0.0)
+    ttft_s_estimate: float = 0.0
     ttft_s_range: tuple[float, float] = (0.0, 0.0)
     range_note: str = ""
 
@@ -195,8 +199,9 @@ def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assu
     kv_seq = use.kv_per_seq_per_chip_bytes
     power = energy(hw, dep.chips, chip_utilization(cost.stage_busy_s, micro, cycle), throughput)
     residuals = shipped_residuals()
-    speed = band(residuals, hw.family, "output_tps_per_user", 1.0 / tpot)
-    first = band(residuals, hw.family, "ttft_s", 1.0 / ttft)
+    regime = batch_regime(dep.batch)
+    speed = band(residuals, hw.family, dep.engine, "output_tps_per_user", regime, 1.0 / tpot)
+    first = band(residuals, hw.family, dep.engine, "ttft_s", regime, float(ttft))
     return Prediction(
         model=model.name, hardware=hw.name, deployment=dep, chips=dep.chips,
         tokens_per_s_per_user=1.0 / tpot, time_per_output_token_s=tpot, ttft_s=float(ttft),
@@ -218,8 +223,8 @@ def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assu
         sequences_per_s_per_kw=throughput / dep.output_tokens / (power.power_w / 1e3) if power.power_w else 0.0,
         usd_per_million_tokens=power.usd_per_million_tokens,
         tco_usd_per_million_tokens=power.tco_usd_per_million_tokens,
-        tokens_per_s_per_user_range=(speed.low, speed.high),
-        ttft_s_range=(1.0 / first.high, 1.0 / first.low),
+        tokens_per_s_per_user_estimate=speed.estimate, tokens_per_s_per_user_range=(speed.low, speed.high),
+        ttft_s_estimate=first.estimate, ttft_s_range=(first.low, first.high),
         range_note=speed.note,
     )
 

@@ -1,19 +1,24 @@
 """`tokensim claims`: each public claim against the prediction of its shipped scenario, with a verdict.
 
-Verdict rule (the same for every claim; nothing is written to match a claim):
-  1. consistent             the claimed value lies in the base scenario's 10-90 % band;
-  2. consistent only if X   it lies outside, but inside the band of the named alternative(s) X, each
-                            changing one assumption the source did not state;
-  3. implausible because Y  it lies beyond every variant's band on the favourable side (faster, shorter);
-                            Y names what caps the best variant (its largest op in the breakdown);
-  4. inconsistent           it lies beyond every band on the unfavourable side (slower than any variant).
-Bands: speed and TTFT from validation residuals (Prediction ranges); arithmetic quantities (bytes per
-token, chip counts) +-10 %; power +-30 %; derived ratios from the bands of both sides.
+The verdict rule (one for every claim; README "How claims are judged"):
+  - The base case follows the claim's stated conditions (its [[claims]] `conditions`); where the source leaves a
+    condition open, the scenario's `assumptions` say what the base takes.
+  - The base case's calibrated range decides: the claim is *consistent* when it lies in the range, else
+    *inconsistent*, with the claim above or below the range and by how much (verdict_kind `consistent`,
+    `claim_above_range`, `claim_below_range`).
+  - An alternative, declared in the scenario with its `source` before any comparison, can only add to that:
+    "also consistent if X" when its range holds the claim. An alternative that `breaks` one of the claim's stated
+    conditions is reported apart: "consistent only outside the stated conditions: X".
+  - Alternatives are labelled from what they change, in the model's own numbers (never typed).
+Ranges: speed and TTFT are the calibrated estimate and 10th-90th percentile range of the prediction
+(validate/uncertainty.py); arithmetic quantities (bytes per token, chip counts) +-10 %; power +-30 %; a ratio
+combines its two sides' ranges as independent (log half-widths added in quadrature).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from importlib import resources
 from pathlib import Path
 
@@ -55,11 +60,13 @@ class ClaimResult:
     quantity: str
     unit: str
     claim_value: float
-    predicted_value: float
+    predicted_value: float              # the calibrated central estimate (speed, TTFT) or the model's figure
     predicted_range: tuple[float, float]
-    ratio: float                  # claim / predicted
-    verdict: str
+    ratio: float                        # claim / predicted
+    verdict: str                        # the generated message
+    verdict_kind: str
     assumptions: tuple[str, ...]
+    conditions: tuple[str, ...] = ()    # what the claim's source states (speculation, precision, model size, ...)
     alternatives: tuple[dict, ...] = field(default_factory=tuple)
     source: str = ""
     study: tuple[dict, ...] = field(default_factory=tuple)
@@ -68,6 +75,7 @@ class ClaimResult:
         return {"id": self.id, "text": self.text, "scenario": self.scenario, "quantity": self.quantity, "unit": self.unit,
                 "claim_value": self.claim_value, "predicted_value": self.predicted_value,
                 "predicted_range": list(self.predicted_range), "ratio": self.ratio, "verdict": self.verdict,
+                "verdict_kind": self.verdict_kind, "conditions": list(self.conditions),
                 "assumptions": list(self.assumptions), "alternatives": list(self.alternatives), "source": self.source,
                 "study": list(self.study)}
 
@@ -87,16 +95,17 @@ def quantity(s: Scenario, q: str) -> Value:
     p = run_scenario(s)
     raw = s.raw
     if q == "tokens_per_s_per_user":
-        return Value(p.tokens_per_s_per_user, *p.tokens_per_s_per_user_range, _limit(p))
+        return Value(p.tokens_per_s_per_user_estimate, *p.tokens_per_s_per_user_range, _limit(p))
     if q == "ttft_s":
-        return Value(p.ttft_s, *p.ttft_s_range, "prefill")
+        return Value(p.ttft_s_estimate, *p.ttft_s_range, "prefill")
     if q == "throughput_tokens_per_s":
         lo, hi = p.tokens_per_s_per_user_range
         f = p.throughput_tokens_per_s / p.tokens_per_s_per_user
-        return Value(p.throughput_tokens_per_s, lo * f, hi * f, _limit(p))
+        return Value(p.tokens_per_s_per_user_estimate * f, lo * f, hi * f, _limit(p))
     if q == "bytes_per_token":
         ctx = make_context(s.model, s.hardware, s.deployment, for_hardware(s.hardware, s.deployment.engine, scenario_constants(s)))
-        v = bytes_per_token(ctx, s.deployment.batch, decode_context(s.deployment), p.tokens_per_step)
+        verified = 1.0 + (s.deployment.spec.draft_tokens if s.deployment.spec else 0)
+        v = bytes_per_token(ctx, s.deployment.batch, decode_context(s.deployment), p.tokens_per_step, verified)
         return Value(v, *_band(v, ARITHMETIC_BAND), f"at batch {s.deployment.batch} the weights touched per step are "
                      "shared by every token of the batch; the whole checkpoint is read only when every expert is hit")
     if q == "min_chips":
@@ -113,7 +122,7 @@ def quantity(s: Scenario, q: str) -> Value:
         power_kw = p.chips * max_power_per_chip_w(s.hardware) / 1e3
         lo_f, hi_f = (r / p.ttft_s for r in p.ttft_s_range) if p.ttft_s else (1.0, 1.0)
         if q == "latency_s":
-            return Value(p.ttft_s, *p.ttft_s_range, "prefill through every stage")
+            return Value(p.ttft_s_estimate, *p.ttft_s_range, "prefill through every stage")
         if q == "sequences_per_s":
             v = n / total_s
             return Value(v, v / hi_f, v / lo_f, f"{n} prompts in micro-batches of {s.deployment.batch}")
@@ -126,45 +135,68 @@ def quantity(s: Scenario, q: str) -> Value:
         session = coding_loop(**{k: sess[k] for k in ("calls", "output_tokens", "fresh_input_tokens", "tool_s") if k in sess})
         t = session_time(session, p, s.name)
         lo, hi = p.tokens_per_s_per_user_range
-        model_lo = t.model_s * p.tokens_per_s_per_user / hi
-        model_hi = t.model_s * p.tokens_per_s_per_user / lo
-        return Value(t.total_s / 60, (model_lo + t.tool_s) / 60, (model_hi + t.tool_s) / 60,
-                     f"{t.model_share:.0%} of the session waits on the model; {session.name}")
+        model_at = lambda speed: t.model_s * p.tokens_per_s_per_user / speed  # noqa: E731  model time at another speed
+        return Value((model_at(p.tokens_per_s_per_user_estimate) + t.tool_s) / 60, (model_at(hi) + t.tool_s) / 60,
+                     (model_at(lo) + t.tool_s) / 60, f"{t.model_share:.0%} of the session waits on the model; {session.name}")
     raise bad_value("claim.quantity", q, "tokens_per_s_per_user, ttft_s, throughput_tokens_per_s, bytes_per_token, "
                     "min_chips, latency_s, sequences_per_s, power_kw, sequences_per_s_per_kw, session_minutes or ratio")
 
 
-def verdict(claim: float, q: str, base: Value, alts: list[tuple[str, Value]]) -> str:
+class VerdictKind(StrEnum):
+    CONSISTENT = "consistent"
+    CLAIM_ABOVE_RANGE = "claim_above_range"
+    CLAIM_BELOW_RANGE = "claim_below_range"
+
+
+@dataclass(frozen=True)
+class Alt:
+    """An alternative: its generated label, its value and range, the claim conditions it breaks, its source."""
+
+    label: str
+    value: Value
+    breaks: tuple[str, ...] = ()
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: VerdictKind
+    message: str
+    off_by: float                       # claim / nearest edge of the base range - 1 (0 inside)
+    also_consistent_if: tuple[str, ...] = ()
+    outside_conditions: tuple[str, ...] = ()
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def verdict(claim: float, q: str, base: Value, alts: list[Alt]) -> Verdict:
+    """The base case's range decides; alternatives can only add 'also consistent if'."""
     if q in AT_LEAST:
         inside = lambda v: claim >= v.low  # noqa: E731
     else:
         inside = lambda v: v.low <= claim <= v.high  # noqa: E731
+    alts = [a for a in alts if not math.isclose(a.value.value, base.value, rel_tol=1e-9)]   # ones that change this quantity
+    within = tuple(a.label for a in alts if inside(a.value) and not a.breaks)
+    outside = tuple(f"{a.label} (breaks: {', '.join(a.breaks)})" for a in alts if inside(a.value) and a.breaks)
+    where = f"predicted {_fmt(base.value)}, range {_fmt(base.low)}-{_fmt(base.high)}"
     if inside(base):
-        return "consistent"
-    ok = [name for name, v in alts if inside(v)]
-    if ok:
-        return "consistent only if " + " or ".join(ok)
-    variants = [("the base scenario", base)] + alts
-    if q in AT_LEAST:
-        name, least = min(variants, key=lambda nv: nv[1].value)
-        return f"implausible because {name} needs at least {least.low:.3g}: {least.limit}"
-    lower = q in LOWER_IS_BETTER
-    better = (lambda v: claim < v.low) if lower else (lambda v: claim > v.high)
-    if all(better(v) for _, v in variants):
-        name, best = (min if lower else max)(variants, key=lambda nv: nv[1].value)
-        edge = best.low if lower else best.high
-        what = "needs at least" if lower else "reaches at most"
-        return f"implausible because even {name} {what} {edge:.3g} (the edge of its band): {best.limit}"
-    worse = (lambda v: claim > v.high) if lower else (lambda v: claim < v.low)
-    if all(worse(v) for _, v in variants):
-        if q == "ratio":
-            return f"inconsistent: the modelled ratio is at least {min(v.low for _, v in variants):.3g}; the claim understates it"
-        return ("inconsistent: every modelled variant does better than the claim, so the claimed system runs below "
-                "its modelled efficiency or at a larger batch")
-    above = [n for n, v in variants if claim < v.low]
-    below = [n for n, v in variants if claim > v.high]
-    return (f"inconsistent with every variant as stated: the claim falls between {' and '.join(below)} "
-            f"(below it) and {' and '.join(above)} (above it), so it hinges on an assumption the source did not state")
+        kind, off = VerdictKind.CONSISTENT, 0.0
+        message = f"consistent: the claim lies in the base case's range ({where})"
+    elif claim > base.high:
+        kind, off = VerdictKind.CLAIM_ABOVE_RANGE, claim / base.high - 1
+        message = f"inconsistent: the claim is {off:.0%} above the top of the base case's range ({where})"
+    else:
+        kind, off = VerdictKind.CLAIM_BELOW_RANGE, claim / base.low - 1
+        message = f"inconsistent: the claim is {-off:.0%} below the bottom of the base case's range ({where})"
+    if kind is not VerdictKind.CONSISTENT and base.limit:
+        message += f"; {base.limit}"
+    if within:
+        message += "; also consistent if " + " or ".join(within)
+    if outside:
+        message += "; consistent only outside the claim's stated conditions: " + " or ".join(outside)
+    return Verdict(kind, message, off, within, outside)
 
 
 def _assumptions(s: Scenario) -> tuple[str, ...]:
@@ -177,11 +209,65 @@ def _assumptions(s: Scenario) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _seconds(x: float) -> str:
+    return f"{x * 1e6:.3g} us" if x < 1e-3 else f"{x * 1e3:.3g} ms" if x < 1 else f"{x:.3g} s"
+
+
+def describe(change: dict, alt: Scenario, base: Scenario) -> str:
+    """A label for an alternative generated from what it changes, in the model's own numbers."""
+    parts = []
+    if "model" in change or "model_config" in change:
+        parts.append(f"model {alt.model.name} ({alt.model.total_params / 1e9:.3g}B parameters, "
+                     f"{alt.model.active_params / 1e9:.3g}B active)")
+    if "hardware" in change:
+        parts.append(f"hardware {alt.hardware.name}")
+    a, b = alt.deployment, base.deployment
+    if "speculative" in change:
+        if a.spec is None:
+            parts.append("no speculative decoding")
+        else:
+            rates = "/".join(f"{r:g}" for r in a.spec.rates())
+            parts.append(f"speculative decoding ({a.spec.method}, k={a.spec.draft_tokens}, acceptance {rates}: "
+                         f"{a.spec.expected_tokens_per_step:.2f} tokens per step)")
+    if "deployment" in change or "model" in change:
+        diffs = [f"{name} {getattr(b, name)} -> {getattr(a, name)}" for name in
+                 ("tp", "pp", "ep", "attn_dp", "dp", "batch", "weights", "expert_weights", "compute", "kv",
+                  "input_tokens", "output_tokens") if getattr(a, name) != getattr(b, name)]
+        if a.chips != b.chips:
+            diffs.insert(0, f"{a.chips} x {alt.hardware.name}")
+        if diffs:
+            parts.append(", ".join(diffs))
+    for name, value in sorted((change.get("constants") or {}).items()):
+        parts.append(f"{name} = {_seconds(value) if name.endswith('_s') else f'{value:g}'}")
+    for name, value in sorted((change.get("session") or {}).items()):
+        parts.append(f"session {name} = {value:g}" + (" s per call" if name == "tool_s" else ""))
+    return "; ".join(parts) or "no change"
+
+
+def _alternatives(s: Scenario) -> list[tuple[str, Scenario, dict]]:
+    """(id, scenario, raw table) of every non-study alternative."""
+    raws = [a for a in s.raw.get("alternatives", []) if not a.get("study")]
+    alts = [(n, a) for n, a in s.alternatives() if not a.raw.get("study")]
+    return [(name, alt, raw) for (name, alt), raw in zip(alts, raws)]
+
+
+def _alt_values(s: Scenario, q: str) -> list[Alt]:
+    out = []
+    for _, alt, raw in _alternatives(s):
+        change = {k: v for k, v in raw.items() if k not in ("name", "source", "breaks")}
+        out.append(Alt(describe(change, alt, s), quantity(alt, q), tuple(raw.get("breaks", ())), str(raw.get("source", ""))))
+    return out
+
+
+def _alt_dicts(alts: list[Alt]) -> tuple[dict, ...]:
+    return tuple({"label": a.label, "predicted_value": a.value.value, "range": [a.value.low, a.value.high],
+                  "breaks": list(a.breaks), "source": a.source} for a in alts)
+
+
 def evaluate_file(path: Path) -> list[ClaimResult]:
     raw = read_mapping(path)
     claims = raw.get("claims") or ([raw["claim"]] if "claim" in raw else [])
     s = load_scenario(path)
-    alts = [(n, a) for n, a in s.alternatives() if not a.raw.get("study")]
     results = []
     for i, c in enumerate(claims):
         for key in ("id", "quantity", "value"):
@@ -196,13 +282,13 @@ def evaluate_file(path: Path) -> list[ClaimResult]:
             results.append(_ratio(c, path))
             continue
         base = quantity(s, q)
-        alt_values = [(name, quantity(a, q)) for name, a in alts]
+        alts = _alt_values(s, q)
+        v = verdict(value, q, base, alts)
         results.append(ClaimResult(
             id=str(c["id"]), text=str(c.get("text", "")), scenario=s.name, quantity=q, unit=str(c.get("unit", "")),
             claim_value=value, predicted_value=base.value, predicted_range=(base.low, base.high),
-            ratio=value / base.value if base.value else math.inf, verdict=verdict(value, q, base, alt_values),
-            assumptions=_assumptions(s),
-            alternatives=tuple({"name": n, "predicted_value": v.value, "range": [v.low, v.high]} for n, v in alt_values),
+            ratio=value / base.value if base.value else math.inf, verdict=v.message, verdict_kind=v.kind.value,
+            assumptions=_assumptions(s), conditions=tuple(c.get("conditions", ())), alternatives=_alt_dicts(alts),
             source=str(c.get("source", "")), study=tuple(study_table(s)) if c is claims[0] else ()))
     return results
 
@@ -229,30 +315,38 @@ def study_table(s: Scenario) -> list[dict]:
 
 
 def _ratio_value(num: Scenario, den: Scenario, q: str) -> Value:
+    """a / b with the two sides' uncertainties taken as independent: the log half-widths add in quadrature."""
     a, b = quantity(num, q), quantity(den, q)
-    value = a.value / b.value
-    return Value(value, a.low / b.high, a.high / b.low, f"{num.name}: {a.limit}; {den.name}: {b.limit}")
+    c = math.log(a.value / b.value)
+    down = math.hypot(math.log(a.value / a.low), math.log(b.high / b.value))
+    up = math.hypot(math.log(a.high / a.value), math.log(b.value / b.low))
+    return Value(math.exp(c), math.exp(c - down), math.exp(c + up), f"{num.name}: {a.limit}; {den.name}: {b.limit}")
 
 
 def _ratio(c: dict, path: Path) -> ClaimResult:
     """A claimed ratio between two scenarios' values of one quantity; `pairs` names alternatives of the two
-    scenarios to combine as the ratio's own alternatives."""
+    scenarios (by their `name`) to combine as the ratio's own alternatives."""
     num, den = (load_scenario(path.parent / f"{name}.toml") for name in c["of"])
     q = str(c.get("of_quantity", "tokens_per_s_per_user"))
     band = _ratio_value(num, den, q)
-    num_alts, den_alts = dict(num.alternatives()), dict(den.alternatives())
+    num_alts = {n: (a, raw) for n, a, raw in _alternatives(num)}
+    den_alts = {n: (a, raw) for n, a, raw in _alternatives(den)}
     alts = []
     for a_name, b_name in c.get("pairs", []):
         if a_name not in num_alts or b_name not in den_alts:
             raise bad_value("claims.pairs", [a_name, b_name], f"alternative names of {num.name} and {den.name}")
-        alts.append((a_name if a_name == b_name else f"{a_name} / {b_name}", _ratio_value(num_alts[a_name], den_alts[b_name], q)))
+        (a, a_raw), (b, b_raw) = num_alts[a_name], den_alts[b_name]
+        label = (f"{num.name}: {describe({k: v for k, v in a_raw.items() if k not in ('name', 'source', 'breaks')}, a, num)}"
+                 f" / {den.name}: {describe({k: v for k, v in b_raw.items() if k not in ('name', 'source', 'breaks')}, b, den)}")
+        alts.append(Alt(label, _ratio_value(a, b, q), tuple(a_raw.get("breaks", ())) + tuple(b_raw.get("breaks", ())),
+                        "; ".join(x for x in (str(a_raw.get("source", "")), str(b_raw.get("source", ""))) if x)))
     claim = float(c["value"])
+    v = verdict(claim, "ratio", band, alts)
     return ClaimResult(
         id=str(c["id"]), text=str(c.get("text", "")), scenario=f"{num.name} / {den.name}", quantity=f"ratio of {q}",
         unit="x", claim_value=claim, predicted_value=band.value, predicted_range=(band.low, band.high), ratio=claim / band.value,
-        verdict=verdict(claim, "ratio", band, alts), assumptions=_assumptions(num) + _assumptions(den),
-        alternatives=tuple({"name": n, "predicted_value": v.value, "range": [v.low, v.high]} for n, v in alts),
-        source=str(c.get("source", "")))
+        verdict=v.message, verdict_kind=v.kind.value, assumptions=_assumptions(num) + _assumptions(den),
+        conditions=tuple(c.get("conditions", ())), alternatives=_alt_dicts(alts), source=str(c.get("source", "")))
 
 
 def all_claims(directory: Path | None = None, progress=None) -> list[ClaimResult]:

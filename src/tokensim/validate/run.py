@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tokensim.errors import TokensimError
 from tokensim.perf.constants import ConstantsTable
+from tokensim.validate.uncertainty import band, batch_regime, shipped_residuals
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.validate.evaluate import predict_case
 from tokensim.validate.rules import Case, Skip, build_case
@@ -26,6 +27,9 @@ class Result:
     assumptions: tuple[str, ...] = ()
     skipped_reason: str | None = None
     family: str = ""
+    engine: str = "default"
+    regime: str = ""
+    predicted_range: tuple[float, float] | None = None   # 10th-90th percentile, built without this row's source group
 
     @property
     def error(self) -> float | None:
@@ -37,8 +41,17 @@ class Result:
         if self.skipped_reason:
             d["skipped_reason"] = self.skipped_reason
         else:
-            d.update(predicted=self.predicted, error=self.error, family=self.family, assumptions=list(self.assumptions))
+            d.update(predicted=self.predicted, error=self.error, family=self.family, engine=self.engine,
+                     regime=self.regime, assumptions=list(self.assumptions),
+                     predicted_range=list(self.predicted_range) if self.predicted_range else None,
+                     inside_range=self.inside_range)
         return d
+
+    @property
+    def inside_range(self) -> bool | None:
+        if self.predicted_range is None:
+            return None
+        return self.predicted_range[0] <= self.row.value <= self.predicted_range[1]
 
 
 def evaluate_row(row: Row, constants: ConstantsTable | None = None) -> Result:
@@ -50,7 +63,17 @@ def evaluate_row(row: Row, constants: ConstantsTable | None = None) -> Result:
         value, extra = predict_case(case, constants)
     except TokensimError as exc:
         return Result(row, skipped_reason=f"scenario cannot be predicted: {exc}")
-    return Result(row, value, case.assumptions + extra, family=catalog()[case.hardware].family)
+    family = catalog()[case.hardware].family
+    regime = batch_regime(case.deployment.batch)
+    group = _groups().get(row.id, "src:" + row.source_key)
+    b = band(shipped_residuals(), family, case.deployment.engine, row.metric, regime, value, exclude_group=group)
+    return Result(row, value, case.assumptions + extra, family=family, engine=case.deployment.engine, regime=regime,
+                  predicted_range=(b.low, b.high))
+
+
+def _groups() -> dict[str, str]:
+    """Row id -> its source group, as the fit recorded it (rows sharing an origin are left out together)."""
+    return {r.id: r.group for r in shipped_residuals()}
 
 
 @dataclass(frozen=True)
@@ -62,11 +85,13 @@ class Summary:
     median_signed_error: float
     by_family: dict = field(default_factory=dict)
     by_metric: dict = field(default_factory=dict)
+    coverage_80: float = float("nan")      # share of rows whose measured value lies in its out-of-source 80 % range
 
     def to_dict(self) -> dict:
         return {"total": self.total, "modelled": self.modelled, "modelled_fraction": self.modelled / max(self.total, 1),
                 "median_abs_error": self.median_abs_error, "p90_abs_error": self.p90_abs_error,
-                "median_signed_error": self.median_signed_error, "by_family": self.by_family, "by_metric": self.by_metric}
+                "median_signed_error": self.median_signed_error, "coverage_80": self.coverage_80,
+                "by_family": self.by_family, "by_metric": self.by_metric}
 
 
 def _group(results: list[Result], key) -> dict:
@@ -86,7 +111,13 @@ def summarize(results: list[Result]) -> Summary:
         median_abs_error=statistics.median(abs_errs) if errs else float("nan"),
         p90_abs_error=quantile(abs_errs, 0.9), median_signed_error=statistics.median(errs) if errs else float("nan"),
         by_family=_group(results, lambda r: r.family), by_metric=_group(results, lambda r: r.row.metric),
+        coverage_80=_coverage(results),
     )
+
+
+def _coverage(results: list[Result]) -> float:
+    inside = [r.inside_range for r in results if r.inside_range is not None]
+    return sum(inside) / len(inside) if inside else float("nan")
 
 
 def validate(path: str | Path | None = None, progress=None, constants: ConstantsTable | None = None) -> tuple[list[Result], Summary]:

@@ -1,0 +1,163 @@
+"""Serving under load: a deployment as a simulated engine (scheduler + KV cache + the cost model's step timer).
+
+`engine_for(model, hw, dep)` builds the `tokensim.sim.EngineSpec` of one replica: the scheduler of the deployment's
+engine with that engine's documented defaults (tokensim.sim.schedulers, source in each), the KV cache the memory
+model leaves beside the weights (or the number a run states), and `perf.timer.CostModelTimer`, which prices each
+step's exact batch with the step function every prediction uses. `trace_engine(folder)` reads a trace folder laid
+out as shared/data/serving/traces (meta.json: the engine's arguments, the layout, the GPU).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from tokensim.deploy.deployment import Deployment
+from tokensim.errors import TokensimError, bad_value
+from tokensim.perf.constants import ConstantsTable, for_hardware
+from tokensim.perf.context import make_context
+from tokensim.perf.memory import stage_memory
+from tokensim.perf.timer import CostModelTimer
+from tokensim.sim import EngineSpec, SglangScheduler, SpeculativeDecoding, TrtllmScheduler, VllmScheduler
+from tokensim.specs.hardware.catalog import find_name as find_hardware
+from tokensim.specs.hardware.catalog import load_hardware
+from tokensim.specs.hardware.spec import HardwareSpec
+from tokensim.specs.model.spec import ModelSpec
+
+GIB = 2**30
+REFERENCE_CONTEXT_TOKENS = 4096      # KV per token is read at this context (sliding windows cap what they hold)
+
+
+def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, dep: Deployment, constants: ConstantsTable | None = None) -> int:
+    """Tokens of KV one replica holds beside its weights: (usable capacity - weights) / KV bytes per token, in the
+    fullest stage, times the attention-DP ranks (each holds its own sequences)."""
+    ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine, constants))
+    capacity = ctx.k.usable_memory_fraction * hw.capacity_bytes
+    tokens = math.inf
+    for weights, kv in stage_memory(ctx, REFERENCE_CONTEXT_TOKENS):
+        if weights >= capacity:
+            raise TokensimError(f"{model.name} does not fit {dep.chips} x {hw.name} as laid out (tp {dep.tp}, pp {dep.pp}): "
+                                f"{weights / 1e9:.1f} GB of weights per chip against {capacity / 1e9:.1f} GB usable")
+        if kv > 0:
+            tokens = min(tokens, (capacity - weights) / (kv / REFERENCE_CONTEXT_TOKENS))
+    return int(min(tokens, 1e9) * dep.attn_dp)
+
+
+def default_scheduler(engine: str, hw: HardwareSpec, **overrides):
+    """The engine's scheduler with its documented defaults for this GPU's memory (sources in tokensim.sim.schedulers)."""
+    memory_gib = hw.capacity_bytes / GIB
+    if engine == "sglang":
+        chunk = 2048 if hw.capacity_bytes < 35e9 else 8192 if hw.capacity_bytes < 160e9 else 16384
+        return SglangScheduler(**{"chunked_prefill_size": chunk, **overrides})
+    if engine == "trtllm":
+        return TrtllmScheduler(**overrides)
+    # vLLM (and an unnamed engine, served the vLLM way): `vllm serve` uses 8192 tokens and 1024 sequences on GPUs
+    # of >= 70 GiB other than the A100, else 2048 and 256 (vllm/engine/arg_utils.py, get_batch_defaults)
+    big = memory_gib >= 70 and not hw.name.startswith("a100")
+    base = {"max_num_batched_tokens": 8192 if big else 2048, "max_num_seqs": 1024 if big else 256}
+    return VllmScheduler(**{**base, **overrides})
+
+
+def engine_for(model: ModelSpec, hw: HardwareSpec, dep: Deployment, *, constants: ConstantsTable | None = None,
+               kv_cache_tokens: int | None = None, scheduler=None, max_model_len: int | None = None) -> EngineSpec:
+    """One replica of `dep` as a simulated engine."""
+    spec = None
+    if dep.spec is not None:
+        spec = SpeculativeDecoding(dep.spec.rates())
+    tokens = kv_cache_tokens if kv_cache_tokens is not None else kv_capacity_tokens(model, hw, dep, constants)
+    return EngineSpec(scheduler=scheduler or default_scheduler(dep.engine, hw),
+                      timer=CostModelTimer(model, hw, replace(dep, spec=None), constants), kv_cache_tokens=int(tokens),
+                      max_model_len=max_model_len or model.max_context_tokens, speculative=spec,
+                      name=f"{model.name} on {dep.chips} x {hw.name} ({dep.engine})")
+
+
+@dataclass(frozen=True)
+class TraceFolder:
+    """A recorded run: its requests and the engine settings its meta.json states."""
+
+    requests: Path
+    hardware: str
+    tp: int
+    max_num_seqs: int | None
+    max_num_batched_tokens: int | None
+    kv_cache_tokens: int | None
+    engine: str
+    meta: dict
+
+
+def read_trace_folder(folder: str | Path) -> TraceFolder:
+    """meta.json + requests.jsonl of a trace folder (the layout of shared/data/serving/traces)."""
+    folder = Path(folder)
+    meta_path, requests = folder / "meta.json", folder / "requests.jsonl"
+    if not meta_path.is_file() or not requests.is_file():
+        raise bad_value("trace", str(folder), "a folder holding meta.json and requests.jsonl")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TokensimError(f"{meta_path}: not readable JSON ({str(exc).splitlines()[0]})") from None
+    if not isinstance(meta, dict):
+        raise bad_value(f"{meta_path}", type(meta).__name__, "a JSON object")
+    kwargs = meta.get("engine_kwargs") or {}
+    device = (meta.get("hardware") or {}).get("device_name") or folder.name.split("_")[0]
+    hardware = find_hardware(device) or find_hardware(folder.name.split("_")[0])
+    if hardware is None:
+        raise bad_value("trace hardware", device, "a GPU in the hardware catalog (tokensim hardware)")
+    kv = (meta.get("kv_cache") or {}).get("num_kv_tokens")
+    return TraceFolder(requests=requests, hardware=hardware, tp=int(kwargs.get("tensor_parallel_size") or 1),
+                       max_num_seqs=kwargs.get("max_num_seqs"), max_num_batched_tokens=kwargs.get("max_num_batched_tokens"),
+                       kv_cache_tokens=int(kv) if kv else None, engine="vllm" if "vllm_version" in meta else "default",
+                       meta=meta)
+
+
+def trace_engine(folder: TraceFolder, model: ModelSpec, constants: ConstantsTable | None = None,
+                 dep: Deployment | None = None) -> tuple[EngineSpec, HardwareSpec, Deployment]:
+    """The engine a trace folder describes: its GPU, TP degree, scheduler settings and KV cache."""
+    hw = load_hardware(folder.hardware)
+    dep = dep or Deployment(tp=folder.tp, engine=folder.engine)
+    overrides = {k: v for k, v in (("max_num_seqs", folder.max_num_seqs),
+                                   ("max_num_batched_tokens", folder.max_num_batched_tokens)) if v}
+    scheduler = default_scheduler(dep.engine, hw, **overrides) if dep.engine in ("vllm", "default") else None
+    return engine_for(model, hw, dep, constants=constants, kv_cache_tokens=folder.kv_cache_tokens,
+                      scheduler=scheduler), hw, dep
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """What arrives: `requests` at `rate_per_s` (Poisson, gamma when cv != 1) or from `concurrency` closed-loop
+    clients, each `input_tokens` in and `output_tokens` out; or the requests of a trace file."""
+
+    requests: int = 1000
+    rate_per_s: float | None = None
+    concurrency: int | None = None
+    cv: float = 1.0
+    input_tokens: int = 1024
+    output_tokens: int = 256
+    trace: Path | None = None
+    seed: int = 0
+
+
+def workload_for(load: LoadSpec):
+    """The simulator's workload for a LoadSpec (a Workload, or a ClosedLoop around one)."""
+    import numpy as np
+
+    from tokensim.sim import ClosedLoop, load_trace, synthetic
+
+    if load.trace is not None:
+        return load_trace(load.trace)
+    if (load.rate_per_s is None) == (load.concurrency is None):
+        raise bad_value("load", "rate and concurrency" if load.rate_per_s else "neither",
+                        "one of --rate (requests/s) or --concurrency (clients), or a --trace")
+    rng = np.random.default_rng(load.seed)
+    work = synthetic(load.requests, rng, rate_per_s=load.rate_per_s, cv=load.cv, input_tokens=load.input_tokens,
+                     output_tokens=load.output_tokens)
+    return ClosedLoop(load.concurrency, work) if load.concurrency is not None else work
+
+
+def simulate_serving(engine: EngineSpec, load: LoadSpec, replicas: int = 1, router: str = "least_outstanding",
+                     slo_ttft_s: float | None = None, slo_tpot_s: float | None = None):
+    """Serve `load` on `replicas` copies of `engine` behind a router; the simulator's result."""
+    from tokensim.sim import Replicas, simulate
+
+    deployment = engine if replicas == 1 else Replicas(engine, count=replicas, router=router)
+    return simulate(workload_for(load), deployment, seed=load.seed, slo_ttft_s=slo_ttft_s, slo_tpot_s=slo_tpot_s)

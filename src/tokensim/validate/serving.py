@@ -1,0 +1,149 @@
+"""Measured serving runs (silicon_dev.csv) against the cost model: deployment rules and the steady-state estimate.
+
+A run is one engine serving requests of `isl` input and `osl` output tokens at a fixed client concurrency
+(aiconfigurator's benchmark: aiperf --concurrency C --num-requests 20 C --warmup-request-count 2 C, per
+src/aiconfigurator/generator/config/backend_templates/benchmark/bench_run.sh.j2 at commit 095f58a51c4c).
+
+Steady-state estimate of time per output token (TPOT), used until each row is simulated and by the fit, which
+needs it fast: every running request decodes one token per step, and the prompts of the requests that replace
+finished ones are prefilled in the same steps (chunked prefill), C x isl / osl prompt tokens per step on average.
+A disaggregated run's decode workers see no prefill. Rows are grouped by deployment and evaluated as numpy
+arrays over their concurrencies through `perf.step.step_cost`, the function every prediction uses.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from tokensim.deploy.deployment import Deployment
+from tokensim.deploy.layout import check_against_model
+from tokensim.errors import TokensimError
+from tokensim.perf.constants import ConstantsTable, for_hardware
+from tokensim.perf.context import make_context
+from tokensim.perf.layers import Batch
+from tokensim.perf.step import step_cost
+from tokensim.specs.hardware.catalog import catalog
+from tokensim.specs.model.catalog import catalog_model
+from tokensim.validate.serving_rows import Pool, SiliconRun
+
+LOW_PRECISION = ("fp8", "nvfp4", "mxfp4", "fp4", "int4")
+
+
+@dataclass(frozen=True)
+class ServingCase:
+    """A run turned into a deployment of one worker, with the load that worker carries."""
+
+    run: SiliconRun
+    deployment: Deployment          # one worker (an agg replica, or one decode worker of a disagg run)
+    concurrency: float              # requests on that worker
+    prefill_in_decode: bool         # prompts share the worker's steps (agg) or not (a disagg decode worker)
+    assumptions: tuple[str, ...]
+
+    @property
+    def group(self) -> tuple:
+        """Rows that differ only in concurrency share a group (one vectorized evaluation)."""
+        return (self.run.model, self.run.system, self.deployment.__class__, _dep_key(self.deployment),
+                self.prefill_in_decode)
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        """(system, engine): the unit left out in out-of-sample error."""
+        return self.run.system, self.run.engine
+
+
+def _dep_key(d: Deployment) -> tuple:
+    return (d.tp, d.pp, d.ep, d.attn_dp, d.weights, d.expert_weights, d.kv, d.engine, d.input_tokens, d.output_tokens,
+            d.overlap_comm)
+
+
+def kv_rule(run: SiliconRun) -> tuple[str, str]:
+    """The KV precision a run does not state: FP8 where TensorRT-LLM serves an FP8/FP4 checkpoint (its quantized
+    checkpoints carry an FP8 KV cache), else the engines' default 'auto' = the model's bf16."""
+    if run.kv:
+        return run.kv, f"KV: {run.kv} (stated)"
+    if run.engine == "trtllm" and (run.gemm_weights or run.weights) in LOW_PRECISION:
+        return "fp8", "KV: not stated; FP8, as TensorRT-LLM pairs FP8/FP4 checkpoints with an FP8 KV cache (rule)"
+    return "bf16", "KV: not stated; bf16, the engines' default 'auto' (rule)"
+
+
+def _layout(pool: Pool, model) -> tuple[int, int, int, list[str]]:
+    """(tp, attention DP, ep) of one worker; aiconfigurator writes moe_tp x moe_ep = tp x attention_dp."""
+    notes = []
+    tp, adp = pool.tp, pool.attention_dp
+    ep = pool.moe_ep or 1
+    if not model.is_moe:
+        ep = 1
+    elif (tp * adp) % ep:
+        notes.append(f"moe_ep {ep} does not divide tp x attention_dp {tp * adp}; experts read as tensor-parallel (rule)")
+        ep = 1
+    heads = min((l.mixer.n_heads for l in model.layers if hasattr(l.mixer, "n_heads")), default=tp)
+    if heads % tp:
+        notes.append(f"tp {tp} does not divide the model's {heads} attention heads: read as attention data parallelism "
+                     f"{tp * adp} with tp 1 on the same chips (rule)")
+        adp, tp = tp * adp, 1
+    return tp, adp, ep, notes
+
+
+def serving_case(run: SiliconRun) -> ServingCase:
+    """The deployment of one worker of `run` (agg: the replica; disagg: one decode worker)."""
+    model = catalog_model(run.model)
+    pool = run.agg if run.agg is not None else run.decode
+    if pool is None:
+        raise TokensimError(f"{run.id}: no worker layout")
+    tp, adp, ep, notes = _layout(pool, model)
+    kv, kv_note = kv_rule(run)
+    notes.append(kv_note)
+    if run.agg is not None:
+        concurrency = float(run.concurrency)
+    elif pool.workers:
+        concurrency = run.concurrency / pool.workers
+        notes.append(f"decode worker load: concurrency {run.concurrency} over {pool.workers} decode workers")
+    elif pool.batch_size:
+        concurrency = float(pool.batch_size * adp)
+        notes.append("decode worker load: decode workers not stated; decode_batch_size x attention_dp (rule)")
+    else:
+        raise TokensimError(f"{run.id}: decode worker count and decode batch size not stated (the load on a decode "
+                            f"worker is unknown)")
+    dep = Deployment(tp=tp, pp=pool.pp, attn_dp=adp, ep=ep, weights=run.gemm_weights or run.weights,
+                     expert_weights=run.moe_weights if model.is_moe else None, kv=kv, engine=run.engine,
+                     batch=max(1, math.ceil(concurrency)), input_tokens=run.isl, output_tokens=run.osl, overlap_comm=ep > 1)
+    check_against_model(model, dep)
+    return ServingCase(run, dep, concurrency, run.agg is not None, tuple(notes))
+
+
+def steady_tpot(cases: list[ServingCase], constants: ConstantsTable | None = None) -> np.ndarray:
+    """Steady-state TPOT of every case (seconds), evaluated group by group as arrays over concurrency."""
+    out = np.full(len(cases), np.nan)
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, c in enumerate(cases):
+        groups[c.group].append(i)
+    for idx in groups.values():
+        first = cases[idx[0]]
+        model, hw = catalog_model(first.run.model), catalog()[first.run.system]
+        dep = first.deployment
+        ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine, constants))
+        conc = np.array([cases[i].concurrency for i in idx])
+        seqs = conc / dep.attn_dp                                    # decoding sequences per attention rank
+        prompts = seqs / dep.output_tokens if first.prefill_in_decode else np.zeros_like(seqs)
+        b = Batch(decode_seqs=seqs, decode_context=dep.input_tokens + dep.output_tokens / 2.0,
+                  prefill_seqs=prompts, prefill_tokens=float(dep.input_tokens), prefill_position=dep.input_tokens / 2.0)
+        out[idx] = np.broadcast_to(step_cost(ctx, b).latency_s, conc.shape)
+    return out
+
+
+def build_cases(runs: list[SiliconRun]) -> tuple[list[ServingCase], list[tuple[str, str]]]:
+    """Cases for every run the rules can lay out; the others with the reason."""
+    cases, skipped = [], []
+    for r in runs:
+        try:
+            cases.append(serving_case(r))
+        except TokensimError as exc:
+            skipped.append((r.id, str(exc)))
+    return cases, skipped
+
+
+def with_engine(case: ServingCase, engine: str) -> ServingCase:
+    return replace(case, deployment=replace(case.deployment, engine=engine))

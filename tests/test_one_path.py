@@ -1,0 +1,44 @@
+"""One deployment, four entry points, one answer: predict, a scenario file, compare's setup syntax and the
+planner's vectorized evaluation all go through the same layout resolver and step function (issue 9)."""
+import numpy as np
+import pytest
+
+import tokensim
+from tokensim.plan.compare import parse_setup
+from tokensim.plan.vector import Group, evaluate_group
+from tokensim.prediction.predictor import predict_deployment
+from tokensim.scenarios.scenario import load_scenario, run_scenario
+
+CASES = [   # (model, hardware, chips, dp, batch, weights)
+    ("llama-3.1-70b", "h200", 4, 2, 16, "fp8"),
+    ("qwen3-235b-a22b", "b200", 8, 1, 64, "fp8"),
+    ("llama-3.1-8b", "h100-sxm", 2, 2, 8, None),
+]
+
+
+@pytest.mark.parametrize("model,hardware,chips,dp,batch,weights", CASES)
+def test_predict_scenario_compare_and_planner_agree(tmp_path, model, hardware, chips, dp, batch, weights):
+    p = tokensim.predict(model, hardware, chips=chips, dp=dp, batch=batch, weights=weights,
+                         input_tokens=2048, output_tokens=256)
+    lines = [f'name = "same"', f'model = "{model}"', f'hardware = "{hardware}"', "[deployment]",
+             f"chips = {chips}", f"dp = {dp}", f"batch = {batch}", "input_tokens = 2048", "output_tokens = 256"]
+    if weights:
+        lines.append(f'weights = "{weights}"')
+    path = tmp_path / "same.toml"
+    path.write_text("\n".join(lines) + "\n")
+    scenario = run_scenario(load_scenario(path))
+    setup = parse_setup(f"{model}@{hardware}:chips={chips},dp={dp},batch={batch},input_tokens=2048,output_tokens=256"
+                        + (f",weights={weights}" if weights else ""))
+    compared = predict_deployment(setup.model, setup.hardware, setup.deployment)
+    assert scenario.deployment == p.deployment == setup.deployment           # one layout resolver
+    for other in (scenario, compared):
+        assert other.tokens_per_s_per_user == p.tokens_per_s_per_user       # identical, not approximately
+        assert other.ttft_s == p.ttft_s
+        assert other.memory_per_chip_bytes == p.memory_per_chip_bytes
+    d = p.deployment
+    g = Group(d.pp, d.weights, d.expert_weights, d.kv, tp=np.array([d.tp]), ep=np.array([d.ep]), dp=np.array([d.dp]),
+              attn_dp=np.array([d.attn_dp]), batch=np.array([d.batch]), spec_on=np.array([False]))
+    planned = evaluate_group(setup.model, setup.hardware, g, 2048, 256, None)
+    assert planned["tokens_per_s_per_user"][0] == pytest.approx(p.tokens_per_s_per_user, rel=1e-12)
+    assert planned["ttft_s"][0] == pytest.approx(p.ttft_s, rel=1e-12)
+    assert planned["memory_per_chip_bytes"][0] == pytest.approx(p.memory_per_chip_bytes, rel=1e-12)

@@ -1,0 +1,46 @@
+"""Physics fixes the audit asked for (issue 10), each checked by hand."""
+import pytest
+
+import tokensim
+from tokensim.deploy.deployment import Deployment
+from tokensim.perf.constants import for_hardware
+from tokensim.perf.context import make_context
+from tokensim.perf.layers import Batch, allreduce_op, moe_ops
+from tokensim.perf.memory import bytes_per_token
+from tokensim.specs.model.spec import MoE
+
+
+def test_allreduce_time_is_the_measured_latency_plus_bytes_over_the_link():
+    """The measured small all-reduce time (8 us class) already holds the link latency and the kernel launch:
+    TP8 Llama-3.1-70B, one decode token: ring traffic 2 x 7/8 x 8192 x 2 B = 28,672 B per chip over NVLink
+    (450 GB/s per direction x the link fraction); time = collective latency + 28,672 / (f x 450e9), nothing else."""
+    m, hw = tokensim.load_model("llama-3.1-70b"), tokensim.load_hardware("h100-sxm")
+    k = for_hardware(hw)
+    op = allreduce_op(make_context(m, hw, Deployment(tp=8), k), 1.0)
+    expected = k.collective_latency_s + 28672 / (k.link_bandwidth_fraction * 450e9)
+    assert op.comm_bytes == pytest.approx(28672)
+    assert op.t_comm_s == pytest.approx(expected, rel=1e-12)
+    assert op.t_fixed_s == 0.0
+
+
+def test_busiest_expert_rank_never_reads_more_experts_than_it_holds():
+    """DeepSeek-V3 with EP 8 at a large batch touches nearly all 256 experts: 32 per chip. The load-imbalance
+    factor (1.15) scales the busiest chip's work, but it cannot read more than the 32 experts it holds."""
+    m, hw = tokensim.load_model("deepseek-v3"), tokensim.load_hardware("h200")
+    dep = Deployment(tp=8, ep=8, weights="fp8")
+    ctx = make_context(m, hw, dep, for_hardware(hw))
+    moe = next(l.ffn for l in m.layers if isinstance(l.ffn, MoE))
+    op = next(o for o in moe_ops(ctx, moe, Batch.decode(4096, 1000)) if o.name == "moe.experts")
+    held = 256 / 8
+    assert op.bytes == pytest.approx(held * moe.expert_params * ctx.rates["routed_experts"].bytes_per_weight)
+
+
+def test_speculation_routes_every_verified_token():
+    """With k = 3 drafts each sequence sends 4 tokens through the experts per step, whatever is accepted:
+    batch 1, tokens kept 2.7 per step. Expert bytes are those of 4 routed tokens, shared by 2.7."""
+    m, hw = tokensim.load_model("deepseek-v3"), tokensim.load_hardware("h200")
+    ctx = make_context(m, hw, Deployment(tp=8, weights="fp8"), for_hardware(hw))
+    four_kept = bytes_per_token(ctx, 1, 1000, tokens_per_step=4.0, verified_per_step=4.0) * 4.0
+    spec = bytes_per_token(ctx, 1, 1000, tokens_per_step=2.7, verified_per_step=4.0) * 2.7
+    assert spec == pytest.approx(four_kept, rel=1e-12)        # the same bytes per step: 4 tokens routed
+    assert bytes_per_token(ctx, 1, 1000, 2.7, 4.0) > bytes_per_token(ctx, 1, 1000, 2.7)   # counting 2.7 routed undercounts

@@ -394,10 +394,14 @@ def report(
 @app.command()
 def validate(
     measurements: str | None = typer.Option(None, "--measurements", help="CSV with the columns of the shipped measurements.csv"),
+    serving: bool = typer.Option(False, "--serving", help="also the measured serving runs under load: silicon_dev.csv "
+                                 "(steady-state TPOT of every run, and a sample simulated) and the vLLM traces replayed"),
+    sample: int = typer.Option(120, "--sample", min=0, help="with --serving: silicon_dev runs to simulate (0: all 3,777, slow)"),
     plot: str | None = typer.Option(None, "--plot", help="write predicted against measured (PNG and SVG)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
-    """Predict every published measurement and report the error (per row, by family, by metric)."""
+    """Predict every published measurement and report the error (per row, by family, by metric, and the share of
+    rows inside their 80 % range); with --serving, the serving runs under load too."""
     from tokensim.output.progress import progress_bar
     from tokensim.output.render_validation import print_validation
     from tokensim.validate.run import shipped_measurements
@@ -412,9 +416,19 @@ def validate(
     if stem:
         from tokensim.output.plots import predicted_vs_measured
         wrote(predicted_vs_measured(results, stem, field="--plot"))
+    load = None
+    if serving:
+        from tokensim.cli_serving import validate_serving
+        load = validate_serving(sample, progress_bar, enabled=not json_out)
     if json_out:
-        return emit_json({"rows": [r.to_dict() for r in results], "summary": summary.to_dict()})
+        doc = {"rows": [r.to_dict() for r in results], "summary": summary.to_dict()}
+        if load is not None:
+            doc["serving"] = load
+        return emit_json(doc)
     print_validation(results, summary, out)
+    if load is not None:
+        from tokensim.cli_serving import print_serving_validation
+        print_serving_validation(load, out)
 
 
 def default_fitted_path() -> Path:
@@ -452,6 +466,8 @@ def fit(
                                         help="where to write fitted.toml [default: $XDG_DATA_HOME/tokensim/fitted.toml, "
                                              "else ~/.local/share/tokensim/fitted.toml]"),
     loso: bool = typer.Option(True, help="also report leave-one-source-out error"),
+    engines: bool = typer.Option(False, "--engines", help="first fit the serving engines' profiles on silicon_dev.csv "
+                                 "(about 10 minutes; docs/engine-profiles.md says why the shipped table does not)"),
     json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> None:
     """Fit the empirical constants on the measurements and write fitted.toml with date and residuals."""
@@ -468,7 +484,7 @@ def fit(
     with progress_bar("fitting", 2 * len(PARAMS) + n_sources, enabled=not json_out) as tick:
         with tempfile.TemporaryDirectory(prefix="tokensim-fit-") as scratch:   # the library writes; we move it in place
             written = Path(scratch) / "fitted.toml"
-            report = run_fit(path, written, loso=loso, progress=tick)
+            report = run_fit(path, written, loso=loso, progress=tick, silicon_path=None if engines else False)
             text = written.read_text(encoding="utf-8")
     if not out_path:
         try:

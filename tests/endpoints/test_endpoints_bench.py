@@ -185,3 +185,21 @@ def test_bad_config_is_refused(fields, needle):
                 output_tokens=1)
     with pytest.raises(TokensimError, match=needle):
         BenchConfig(**{**base, **fields})
+
+
+def test_a_saved_bench_trace_replays_in_the_simulator(tmp_path):
+    """What `tokensim bench --save` writes is a trace `tokensim simulate --trace` reads (a regression: the client's
+    extra fields were refused as unknown)."""
+    import json
+
+    from tokensim.sim import load_trace
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    lines = [{"request_id": f"bench-{i}", "input_toks": 100, "output_toks": 10, "arrival_time": 0.1 * i,
+              "first_token_ts": 0.1 * i + 0.05, "last_token_ts": 0.1 * i + 0.2, "end_ts": 0.1 * i + 0.21,
+              "itl": [0.01] * 9, "output_toks_received": 10, "server_prompt_toks": 100, "status": "ok", "error": None}
+             for i in range(5)]
+    (folder / "requests.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    w = load_trace(folder / "requests.jsonl")
+    assert len(w) == 5 and list(w.input_tokens) == [100] * 5

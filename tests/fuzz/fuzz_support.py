@@ -143,6 +143,22 @@ def paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
     return out
 
 
+MAX_NODES = 20_000
+
+
+def _size(doc: Any) -> int:
+    """Nodes in a document (tables, lists and values), counted without recursion."""
+    n, stack = 0, [doc]
+    while stack:
+        node = stack.pop()
+        n += 1
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return n
+
+
 def _container(doc: Any, path: tuple) -> Any:
     for part in path[:-1]:
         doc = doc[part]
@@ -167,9 +183,10 @@ def mutated(draw, base: dict, max_changes: int = 3) -> Any:
             del parent[path[-1]]
         elif action == "unknown" and isinstance(parent, dict):
             parent[draw(st.text(min_size=1, max_size=10))] = copy.deepcopy(draw(junk))
-        elif action == "long":
+        elif action == "long":                  # a long list, but never a document of more than ~20,000 nodes
             value = parent[path[-1]]
-            parent[path[-1]] = [copy.deepcopy(value) for _ in range(draw(st.sampled_from([0, 2, 50, 2000])))]
+            n = min(draw(st.sampled_from([0, 2, 50, 2000])), MAX_NODES // max(_size(doc), _size(value)))
+            parent[path[-1]] = [copy.deepcopy(value) for _ in range(n)]
     return doc
 
 

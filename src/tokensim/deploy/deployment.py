@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokensim.errors import bad_value, require
-from tokensim.specs.precision import COMPUTE_ORDER, get_precision
 from tokensim.perf.engines import canonical_engine, engine_profiles
+from tokensim.specs.precision import COMPUTE_ORDER, get_precision
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,10 @@ class Deployment:
             v = getattr(self, name)
             require(isinstance(v, int) and v >= 1, name, v, "an integer >= 1")
         require(isinstance(self.batch, int) and self.batch >= 1, "batch", self.batch, "an integer >= 1")
-        require(isinstance(self.input_tokens, int) and self.input_tokens >= 1, "input_tokens", self.input_tokens, "an integer >= 1")
-        require(isinstance(self.output_tokens, int) and self.output_tokens >= 1, "output_tokens", self.output_tokens, "an integer >= 1")
+        require(isinstance(self.input_tokens, int) and self.input_tokens >= 1,
+                "input_tokens", self.input_tokens, "an integer >= 1")
+        require(isinstance(self.output_tokens, int) and self.output_tokens >= 1,
+                "output_tokens", self.output_tokens, "an integer >= 1")
         engine = canonical_engine(self.engine) if isinstance(self.engine, str) else None
         require(engine is not None, "engine", self.engine, f"one of {', '.join(sorted(engine_profiles()))} (tokensim engines)")
         object.__setattr__(self, "engine", engine)       # one spelling per engine ("vLLM", "vllm-openai" -> "vllm")
@@ -80,8 +82,10 @@ class Deployment:
         get_precision(self.kv, "kv")
         require(self.compute is None or self.compute in COMPUTE_ORDER, "compute", self.compute, f"one of {COMPUTE_ORDER}")
         if self.stage_layers is not None:
-            require(len(self.stage_layers) == self.pp, "stage_layers", self.stage_layers, f"{self.pp} stage sizes (one per pipeline stage)")
-            require(all(n >= 1 for n in self.stage_layers), "stage_layers", self.stage_layers, "at least one layer in every stage")
+            require(len(self.stage_layers) == self.pp, "stage_layers", self.stage_layers,
+                    f"{self.pp} stage sizes (one per pipeline stage)")
+            require(all(n >= 1 for n in self.stage_layers), "stage_layers", self.stage_layers,
+                    "at least one layer in every stage")
         require((self.tp * self.attn_dp) % self.ep == 0, "ep", self.ep,
                 f"a divisor of tp x attn_dp = {self.tp * self.attn_dp} (experts are spread over the chips of a stage)")
         require(self.redundant_experts >= 0, "redundant_experts", self.redundant_experts, "an integer >= 0")
@@ -110,7 +114,9 @@ class Deployment:
         """Layers per stage; an even split puts the remainder on the first stages."""
         if self.stage_layers is not None:
             if sum(self.stage_layers) != n_layers:
-                raise bad_value("stage_layers", self.stage_layers, f"stage sizes that add up to the model's {n_layers} layers (they add up to {sum(self.stage_layers)})")
+                raise bad_value("stage_layers", self.stage_layers,
+                                f"stage sizes that add up to the model's {n_layers} layers "
+                                f"(they add up to {sum(self.stage_layers)})")
             return self.stage_layers
         require(self.pp <= n_layers, "pp", self.pp, f"at most the model's {n_layers} layers")
         base, extra = divmod(n_layers, self.pp)

@@ -4,13 +4,13 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from tokensim.perf.constants import ConstantsTable, for_hardware
-from tokensim.perf.context import make_context
 from tokensim.deploy.deployment import Deployment
 from tokensim.errors import TokensimError, bad_value
-from tokensim.specs.hardware.spec import HardwareSpec
+from tokensim.perf.constants import ConstantsTable, for_hardware
+from tokensim.perf.context import make_context
 from tokensim.perf.memory import memory_use
-from tokensim.specs.model.spec import Attention, MoE, ModelSpec
+from tokensim.specs.hardware.spec import HardwareSpec
+from tokensim.specs.model.spec import Attention, ModelSpec, MoE
 
 SRAM_KINDS = ("wafer", "lpu")
 
@@ -26,12 +26,12 @@ def check_context(model: ModelSpec, dep: Deployment) -> None:
 def check_against_model(model: ModelSpec, dep: Deployment) -> None:
     """Degrees that don't divide heads or experts, and sequences longer than the model's context, are refused."""
     check_context(model, dep)
-    for att in {l.mixer for l in model.layers if isinstance(l.mixer, Attention)}:
+    for att in {layer.mixer for layer in model.layers if isinstance(layer.mixer, Attention)}:
         if att.kind == "gqa" and att.n_kv_heads % dep.tp and dep.tp % att.n_kv_heads:
             raise bad_value("tp", dep.tp, f"a divisor or multiple of the model's {att.n_kv_heads} KV heads")
         if att.n_heads % dep.tp:
             raise bad_value("tp", dep.tp, f"a divisor of the model's {att.n_heads} attention heads")
-    for moe in {l.ffn for l in model.layers if isinstance(l.ffn, MoE)}:
+    for moe in {layer.ffn for layer in model.layers if isinstance(layer.ffn, MoE)}:
         if (moe.n_experts + dep.redundant_experts) % dep.ep:
             raise bad_value("ep", dep.ep, f"a divisor of the model's {moe.n_experts} routed experts"
                             + (f" plus {dep.redundant_experts} redundant" if dep.redundant_experts else "")
@@ -41,7 +41,8 @@ def check_against_model(model: ModelSpec, dep: Deployment) -> None:
     dep.stages(model.n_layers)
 
 
-def fit_error(model: ModelSpec, hw: HardwareSpec, dep: Deployment, constants: ConstantsTable | None = None) -> TokensimError | None:
+def fit_error(model: ModelSpec, hw: HardwareSpec, dep: Deployment,
+              constants: ConstantsTable | None = None) -> TokensimError | None:
     ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine, constants))
     use = memory_use(ctx, dep.batch, dep.input_tokens + dep.output_tokens)
     if use.fits:
@@ -57,7 +58,8 @@ def fit_error(model: ModelSpec, hw: HardwareSpec, dep: Deployment, constants: Co
         f"(weights {use.weights_per_chip_bytes / gb:.1f} GB + KV/state {use.kv_per_chip_bytes / gb:.1f} GB for "
         f"{use.seqs_per_chip} sequences of {dep.input_tokens + dep.output_tokens} tokens) against "
         f"{use.capacity_per_chip_bytes / gb:.1f} GB usable on {hw.name} ({dep.chips} chips, tp={dep.tp} pp={dep.pp} "
-        f"ep={dep.ep} attn_dp={dep.attn_dp} dp={dep.dp}); add chips, lower the batch or context, or store weights at lower precision"
+        f"ep={dep.ep} attn_dp={dep.attn_dp} dp={dep.dp}); add chips, lower the batch or context, "
+        f"or store weights at lower precision"
     )
 
 
@@ -95,7 +97,8 @@ def layout_for_chips(model: ModelSpec, hw: HardwareSpec, chips: int, base: Deplo
     tp = max(tps) if tps else 1
     pp = chips // tp
     if pp > model.n_layers:
-        raise bad_value("chips", chips, f"at most {tp * model.n_layers} for this model on {hw.name} (tp {tp} x one layer per stage)")
+        raise bad_value("chips", chips,
+                        f"at most {tp * model.n_layers} for this model on {hw.name} (tp {tp} x one layer per stage)")
     return replace(base, tp=tp, pp=pp, ep=ep, stage_layers=None)
 
 

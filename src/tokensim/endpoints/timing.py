@@ -19,24 +19,15 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from tokensim.errors import require
-
-
-@dataclass(frozen=True)
-class TokenEvent:
-    """`tokens` output tokens of request `request_id` became ready at simulated time `time_s`."""
-    request_id: int
-    time_s: float
-    tokens: int
-    finished: bool
+from tokensim.sim.online import TokenEvent  # one definition for the simulator and the emulator
 
 
 @runtime_checkable
 class TimingSource(Protocol):
-    def submit(self, arrival_s: float, input_tokens: int, output_tokens: int, prefix_id: object = None) -> int: ...
+    def submit(self, arrival_s: float, input_tokens: int, output_tokens: int, prefix_id: int | None = None) -> int: ...
 
     def advance(self, until_s: float) -> list[TokenEvent]: ...
 
@@ -54,7 +45,7 @@ class FixedRateSource:
         self._due: list[tuple[float, int, int]] = []    # (time_s, request_id, tokens still to come)
         self._next_request_id = 0
 
-    def submit(self, arrival_s: float, input_tokens: int, output_tokens: int, prefix_id: object = None) -> int:
+    def submit(self, arrival_s: float, input_tokens: int, output_tokens: int, prefix_id: int | None = None) -> int:
         require(input_tokens >= 0, "input_tokens", input_tokens, "0 or more tokens")
         require(output_tokens >= 1, "output_tokens", output_tokens, "1 or more tokens")
         request_id = self._next_request_id

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from tokensim.errors import TokensimError, bad_value
-
 from tokensim.perf.engines import canonical_engine, engine_names, engine_profiles
 
 ENGINES = engine_names()   # engine profiles (data/engines) and the spellings that name them; "default" when unnamed
@@ -110,7 +109,7 @@ class ConstantsTable:
         """The constants for a HardwareSpec (its family, kind and vendor) and an engine class."""
         return self.constants_for(hw.family, hw.kind, engine, hw.vendor)
 
-    def with_overlay(self, values: dict) -> "ConstantsTable":
+    def with_overlay(self, values: dict) -> ConstantsTable:
         """A new table with `values` ({family: {engine: {name: value}}}) over this one's overlay."""
         merged = {fam: {eng: dict(v) for eng, v in engines.items()} for fam, engines in self.overlay.items()}
         for fam, engines in values.items():
@@ -118,7 +117,7 @@ class ConstantsTable:
                 merged.setdefault(fam, {}).setdefault(eng, {}).update(v)
         return ConstantsTable(self.base, self.fitted, merged)
 
-    def without_fitted(self) -> "ConstantsTable":
+    def without_fitted(self) -> ConstantsTable:
         """The base file alone (with this overlay): where a fit starts, so that it is reproducible."""
         return ConstantsTable(self.base, {}, self.overlay)
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from tokensim.perf.constants import Constants
 from tokensim.deploy.deployment import Deployment
+from tokensim.errors import TokensimError
+from tokensim.perf.constants import Constants
 from tokensim.specs.hardware.spec import FALLBACK, HardwareSpec, Link
 from tokensim.specs.model.spec import ModelSpec
-from tokensim.errors import TokensimError
 from tokensim.specs.precision import COMPUTE_BITS, get_precision
 
 ACTIVATION = "bf16"      # activations crossing links

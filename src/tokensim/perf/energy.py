@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
-
-import numpy as np
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+
+import numpy as np
 
 from tokensim.specs.hardware.spec import HardwareSpec
 
@@ -69,5 +69,6 @@ def energy(hw: HardwareSpec, chips: int, utilization: float, tokens_per_s: float
     price = hw.price_usd_per_hour
     usd = chips * price / SECONDS_PER_HOUR / tokens_per_s * 1e6 if price and tokens_per_s > 0 else None
     tco_h = tco_usd_per_hour(hw, chips, power)
-    tco = tco_h / SECONDS_PER_HOUR / (tokens_per_s * cost_assumptions()["utilization"]) * 1e6 if tco_h and tokens_per_s > 0 else None
+    tco = (tco_h / SECONDS_PER_HOUR / (tokens_per_s * cost_assumptions()["utilization"]) * 1e6
+           if tco_h and tokens_per_s > 0 else None)
     return Energy(power, u, tokens_per_s / power if power > 0 else float("inf"), usd, tco)

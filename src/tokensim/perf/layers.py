@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokensim.specs.model.spec import Attention, DenseFFN, Layer, LinearMixer, MoE
 from tokensim.perf.context import Context
 from tokensim.perf.ops import Num, OpCost
+from tokensim.specs.model.spec import Attention, DenseFFN, Layer, LinearMixer, MoE
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,11 @@ class Batch:
         return self.tokens * attn_dp if self.moe_tokens is None else self.moe_tokens
 
     @staticmethod
-    def decode(seqs, context, query_per_seq=1.0, moe_tokens=None) -> "Batch":
+    def decode(seqs, context, query_per_seq=1.0, moe_tokens=None) -> Batch:
         return Batch(decode_seqs=seqs, query_per_decode=query_per_seq, decode_context=context, moe_tokens=moe_tokens)
 
     @staticmethod
-    def prefill(seqs, tokens, position=None, moe_tokens=None, cached=0.0) -> "Batch":
+    def prefill(seqs, tokens, position=None, moe_tokens=None, cached=0.0) -> Batch:
         return Batch(prefill_seqs=seqs, prefill_tokens=tokens, prefill_cached=cached, prefill_position=position,
                      moe_tokens=moe_tokens)
 

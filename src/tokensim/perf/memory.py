@@ -45,7 +45,8 @@ def stage_memory(ctx: Context, context_tokens: float, head: bool = True) -> list
             if mix is not None:
                 lw += mix.params / dep.tp * r["attention"].bytes_per_weight
             if isinstance(mix, Attention):
-                entry = mix.kv_elems_per_token * ctx.kv_bytes_per_elem / kv_shard(mix, dep.tp) + mix.indexer_elems_per_token * ctx.index_bytes_per_elem
+                entry = (mix.kv_elems_per_token * ctx.kv_bytes_per_elem / kv_shard(mix, dep.tp)
+                         + mix.indexer_elems_per_token * ctx.index_bytes_per_elem)
                 lkv += mix.cached_entries(context_tokens) * entry
             elif isinstance(mix, LinearMixer):
                 lkv += mix.state_elems * ctx.state_bytes_per_elem / dep.tp
@@ -53,7 +54,8 @@ def stage_memory(ctx: Context, context_tokens: float, head: bool = True) -> list
                 lw += ffn.params / dep.tp * r["dense_ffn"].bytes_per_weight
             elif isinstance(ffn, MoE):
                 lw += (ffn.shared_params + ffn.router_params + ffn.latent_params) / dep.tp * r["shared_experts"].bytes_per_weight
-                lw += (ffn.n_experts + dep.redundant_experts) / dep.ep * ffn.expert_params / dep.moe_tp * r["routed_experts"].bytes_per_weight
+                lw += ((ffn.n_experts + dep.redundant_experts) / dep.ep * ffn.expert_params / dep.moe_tp
+                       * r["routed_experts"].bytes_per_weight)
             w += lw * n
             kv += lkv * n
         if head and index == 0:

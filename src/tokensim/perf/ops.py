@@ -41,7 +41,7 @@ class OpCost:
                  "communication": self.t_comm_s, "latency": self.t_fixed_s}
         return max(parts, key=parts.__getitem__)
 
-    def scaled(self, n: float) -> "OpCost":
+    def scaled(self, n: float) -> OpCost:
         """The same op repeated n times (n identical layers)."""
         return OpCost(self.name, self.bytes * n, self.flops * n, self.comm_bytes * n, self.link,
                       self.t_memory_s * n, self.t_compute_s * n, self.t_comm_s * n, self.t_fixed_s * n)

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 
 from tokensim.deploy.deployment import Deployment
 from tokensim.errors import TokensimError
+from tokensim.prediction.predictor import predict_deployment
 from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.specs.model.spec import ModelSpec
-from tokensim.prediction.predictor import predict_deployment
 
 
 @dataclass(frozen=True)
@@ -36,12 +36,14 @@ class Factor:
 
 def _hardware_steps(a: HardwareSpec, b: HardwareSpec) -> list[tuple[str, HardwareSpec, str]]:
     tier_b = b.weight_tier
-    bw = replace(a, memory=tuple(replace(t, bandwidth_bytes_per_s=tier_b.bandwidth_bytes_per_s, capacity_bytes=tier_b.capacity_bytes)
+    bw = replace(a, memory=tuple(replace(t, bandwidth_bytes_per_s=tier_b.bandwidth_bytes_per_s,
+                                         capacity_bytes=tier_b.capacity_bytes)
                                  if t is a.weight_tier else t for t in a.memory))
     compute = replace(bw, flops_per_s=b.flops_per_s)
     links = replace(compute, links=b.links, chips_per_system=b.chips_per_system)
     family = replace(b)        # the whole of B: its family's constants, kind, power and price
-    return [("memory bandwidth", bw, f"{a.weight_tier.bandwidth_bytes_per_s / 1e12:.3g} -> {tier_b.bandwidth_bytes_per_s / 1e12:.3g} TB/s ({a.weight_tier.tier} -> {tier_b.tier})"),
+    return [("memory bandwidth", bw, f"{a.weight_tier.bandwidth_bytes_per_s / 1e12:.3g} -> "
+                                     f"{tier_b.bandwidth_bytes_per_s / 1e12:.3g} TB/s ({a.weight_tier.tier} -> {tier_b.tier})"),
             ("compute peak", compute, f"{a.peak_flops('bf16') / 1e15:.3g} -> {b.peak_flops('bf16') / 1e15:.3g} PFLOP/s bf16"),
             ("communication", links, "scale-up / scale-out links of B"),
             ("latency floors and efficiencies", family, f"empirical constants of {a.family} -> {b.family}")]
@@ -69,13 +71,15 @@ def waterfall(a: Setup, b: Setup) -> tuple[list[Factor], float, float, float]:
     dep = replace(dep, tp=db.tp, pp=db.pp, ep=db.ep, attn_dp=db.attn_dp, dp=db.dp, stage_layers=db.stage_layers,
                   redundant_experts=db.redundant_experts, overlap_comm=db.overlap_comm, micro_batches=db.micro_batches,
                   engine=db.engine)
-    steps.append(("parallelism and pipeline depth", model, hw, dep, f"tp {da.tp} pp {da.pp} ep {da.ep} -> tp {db.tp} pp {db.pp} ep {db.ep}"))
+    steps.append(("parallelism and pipeline depth", model, hw, dep,
+                  f"tp {da.tp} pp {da.pp} ep {da.ep} -> tp {db.tp} pp {db.pp} ep {db.ep}"))
     dep = replace(dep, batch=db.batch)
     steps.append(("batch", model, hw, dep, f"{da.batch} -> {db.batch}"))
     dep = replace(dep, spec=db.spec)
     steps.append(("speculative decoding", model, hw, dep, f"{'on' if da.spec else 'off'} -> {'on' if db.spec else 'off'}"))
     dep = db
-    steps.append(("sequence lengths", model, hw, dep, f"{da.input_tokens}/{da.output_tokens} -> {db.input_tokens}/{db.output_tokens}"))
+    steps.append(("sequence lengths", model, hw, dep,
+                  f"{da.input_tokens}/{da.output_tokens} -> {db.input_tokens}/{db.output_tokens}"))
 
     start = _speed(a.model, a.hardware, da)
     end = predict_deployment(b.model, b.hardware, db).tokens_per_s_per_user
@@ -99,10 +103,10 @@ def parse_setup(text: str) -> Setup:
     (tp, pp, ep, dp, attn_dp, batch, input_tokens, output_tokens, weights, expert_weights, kv, compute, engine)."""
     from pathlib import Path
 
-    from tokensim.specs.hardware.catalog import load_hardware
     from tokensim.deploy.layout import resolve_layout
-    from tokensim.specs.model.catalog import load_model
     from tokensim.scenarios.scenario import find_scenario, load_scenario, shipped_scenarios
+    from tokensim.specs.hardware.catalog import load_hardware
+    from tokensim.specs.model.catalog import load_model
 
     if "@" not in text:
         if Path(text).exists() or text in shipped_scenarios():
@@ -125,7 +129,8 @@ def parse_setup(text: str) -> Setup:
         elif key in {"weights", "expert_weights", "kv", "compute", "engine"}:
             kw[key] = value.strip()
         else:
-            raise TokensimError(f"compare: option {key!r}: expected one of {', '.join(sorted(ints | {'weights', 'expert_weights', 'kv', 'compute', 'engine'}))}")
+            options = ", ".join(sorted(ints | {"weights", "expert_weights", "kv", "compute", "engine"}))
+            raise TokensimError(f"compare: option {key!r}: expected one of {options}")
     tp, pp, chips = kw.pop("tp", None), kw.pop("pp", None), kw.pop("chips", None)
     dep, _ = resolve_layout(model, hw, kw, chips=chips, tp=tp, pp=pp)
     return Setup(model, hw, dep, text)

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tokensim.deploy.deployment import Deployment, SpecDecode
-from tokensim.errors import TokensimError
-from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.deploy.layout import valid_tp_degrees
+from tokensim.errors import TokensimError
 from tokensim.perf.memory import kv_bytes_per_token
-from tokensim.specs.model.spec import MoE, ModelSpec
-from tokensim.validate.rules import speculative_defaults
 from tokensim.plan.pareto import pareto_front
 from tokensim.plan.vector import Group, evaluate_group
+from tokensim.specs.hardware.spec import HardwareSpec
+from tokensim.specs.model.spec import ModelSpec, MoE
+from tokensim.validate.rules import speculative_defaults
 
 POWERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 FIELDS = ("tokens_per_s_per_user", "time_per_output_token_s", "ttft_s", "throughput_tokens_per_s",
@@ -73,7 +73,7 @@ class PlanResult:
 
 
 def _experts(model: ModelSpec) -> int:
-    return next((l.ffn.n_experts for l in model.layers if isinstance(l.ffn, MoE)), 0)
+    return next((layer.ffn.n_experts for layer in model.layers if isinstance(layer.ffn, MoE)), 0)
 
 
 def _pp_options(model: ModelSpec, hw: HardwareSpec, max_chips: int) -> list[int]:
@@ -82,7 +82,7 @@ def _pp_options(model: ModelSpec, hw: HardwareSpec, max_chips: int) -> list[int]
 
 
 def _weight_options(model: ModelSpec, hw: HardwareSpec) -> list[tuple[str | None, str | None]]:
-    opts = [(None, None), ("fp8", None), ("int4", None)]
+    opts: list[tuple[str | None, str | None]] = [(None, None), ("fp8", None), ("int4", None)]
     if hw.supports("fp4"):
         opts.append(("nvfp4", None))
     return opts
@@ -112,11 +112,11 @@ def candidate_groups(req: PlanRequest, hw: HardwareSpec) -> list[Group]:
         if not rows:
             continue
         a = np.array(rows, dtype=np.int64)
-        tp, adp, ep, dp, batch, spec_on = (a[:, i] for i in range(6))
+        tp_a, adp_a, ep_a, dp_a, batch_a, spec_a = (a[:, i] for i in range(6))
         for weights, experts in _weight_options(model, hw):
             for kv in ("bf16", "fp8"):
-                groups.append(Group(pp, weights, experts, kv, tp=tp, ep=ep, dp=dp, attn_dp=adp, batch=batch,
-                                    spec_on=spec_on.astype(bool)))
+                groups.append(Group(pp, weights, experts, kv, tp=tp_a, ep=ep_a, dp=dp_a, attn_dp=adp_a, batch=batch_a,
+                                    spec_on=spec_a.astype(bool)))
     return groups
 
 
@@ -170,8 +170,8 @@ def plan(req: PlanRequest, progress=None) -> PlanResult:
                 cols.setdefault("pp", []).append(np.full(n, g.pp))
                 cols.setdefault("prefill_chips", []).append(srv["prefill_chips"] if disagg else np.zeros(n))
                 cols.setdefault("disaggregated", []).append(np.full(n, disagg))
-                for key, value in (("hardware", hw.name), ("weights", g.weights or "checkpoint"), ("kv", g.kv)):
-                    cols.setdefault(key, []).append(np.full(n, value, dtype=object))
+                for key, text in (("hardware", hw.name), ("weights", g.weights or "checkpoint"), ("kv", g.kv)):
+                    cols.setdefault(key, []).append(np.full(n, text, dtype=object))
                 evaluated += n
             if progress:
                 progress()
@@ -186,12 +186,12 @@ def plan(req: PlanRequest, progress=None) -> PlanResult:
     cost_front = idx[pareto_front(points["tokens_per_s_per_user"][idx], -cost)] if np.isfinite(cost).any() else idx[:0]
     best, note = None, ""
     if idx.size:
-        key = {"cost": -np.nan_to_num(points["usd_per_million_tokens"][idx], nan=np.inf),
-               "throughput": points["throughput_tokens_per_s_per_chip"][idx],
-               "speed": points["tokens_per_s_per_user"][idx]}.get(req.objective)
-        if key is None:
+        score = {"cost": -np.nan_to_num(points["usd_per_million_tokens"][idx], nan=np.inf),
+                 "throughput": points["throughput_tokens_per_s_per_chip"][idx],
+                 "speed": points["tokens_per_s_per_user"][idx]}.get(req.objective)
+        if score is None:
             raise TokensimError(f"objective = {req.objective!r}: expected cost, throughput or speed")
-        best = int(idx[int(np.argmax(key))])
+        best = int(idx[int(np.argmax(score))])
     else:
         note = explain_infeasible(req, points)
     return PlanResult(points, evaluated, feasible, front, cost_front, best, note, spec)
@@ -204,7 +204,8 @@ def explain_infeasible(req: PlanRequest, p: dict) -> str:
         from tokensim.deploy.layout import fewest_chips
         for hw in req.hardware:
             try:
-                need = fewest_chips(req.model, hw, Deployment(input_tokens=req.input_tokens, output_tokens=req.output_tokens)).chips
+                base = Deployment(input_tokens=req.input_tokens, output_tokens=req.output_tokens)
+                need = fewest_chips(req.model, hw, base).chips
                 return (f"{req.model.name} fits nowhere within {req.max_chips} chips: it needs at least {need} x {hw.name} "
                         f"(raise --max-chips to {need})")
             except TokensimError:
@@ -213,6 +214,8 @@ def explain_infeasible(req: PlanRequest, p: dict) -> str:
     speed_ok = fits & (p["tokens_per_s_per_user"] >= req.min_tps_user)
     if not speed_ok.any():
         top = p["tokens_per_s_per_user"][fits].max()
-        return f"no deployment reaches {req.min_tps_user:g} tokens/s per user; the fastest that fits reaches {top:.1f} (lower --min-tps-user to {top:.1f})"
+        return (f"no deployment reaches {req.min_tps_user:g} tokens/s per user; "
+                f"the fastest that fits reaches {top:.1f} (lower --min-tps-user to {top:.1f})")
     ttft = p["ttft_s"][speed_ok].min()
-    return f"no deployment meets TTFT <= {req.max_ttft_s:g} s at that speed; the lowest is {ttft:.3g} s (raise --max-ttft to {ttft:.3g})"
+    return (f"no deployment meets TTFT <= {req.max_ttft_s:g} s at that speed; "
+            f"the lowest is {ttft:.3g} s (raise --max-ttft to {ttft:.3g})")

@@ -11,14 +11,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tokensim.deploy.deployment import Deployment, SpecDecode
 from tokensim.perf.constants import ConstantsTable, for_hardware
 from tokensim.perf.context import make_context
-from tokensim.deploy.deployment import Deployment, SpecDecode
 from tokensim.perf.energy import SECONDS_PER_HOUR, power_w
-from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.perf.memory import stage_memory
-from tokensim.specs.model.spec import ModelSpec
 from tokensim.prediction.predictor import batch_prefill_step, chip_utilization, decode_step, ttft_step
+from tokensim.specs.hardware.spec import HardwareSpec
+from tokensim.specs.model.spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,8 @@ class Group:
 
 
 def evaluate_group(model: ModelSpec, hw: HardwareSpec, g: Group, input_tokens: int, output_tokens: int,
-                   spec: SpecDecode | None, engine: str = "default", constants: ConstantsTable | None = None) -> dict[str, np.ndarray]:
+                   spec: SpecDecode | None, engine: str = "default",
+                   constants: ConstantsTable | None = None) -> dict[str, np.ndarray]:
     """Every number `predict` gives that the planner needs, for each candidate of the group: the decode cycle,
     TTFT and batch prefill come from the same functions `predict_deployment` calls, on arrays."""
     n = len(g.tp)

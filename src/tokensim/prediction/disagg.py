@@ -11,19 +11,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from tokensim.deploy.deployment import Deployment
+from tokensim.deploy.layout import check_against_model
+from tokensim.errors import TokensimError, require
 from tokensim.perf.constants import ConstantsTable, table_or_default
 from tokensim.perf.context import make_context
+from tokensim.perf.energy import SECONDS_PER_HOUR, cost_assumptions, power_w, tco_usd_per_hour
 from tokensim.perf.layers import Batch
+from tokensim.perf.memory import kv_bytes_per_token, memory_use
 from tokensim.perf.ops import OpCost, summarize
 from tokensim.perf.step import step_cost
-from tokensim.deploy.deployment import Deployment
-from tokensim.perf.energy import SECONDS_PER_HOUR, cost_assumptions, power_w, tco_usd_per_hour
-from tokensim.errors import TokensimError, require
-from tokensim.specs.hardware.spec import HardwareSpec
-from tokensim.deploy.layout import check_against_model
-from tokensim.perf.memory import kv_bytes_per_token, memory_use
-from tokensim.specs.model.spec import Layer, ModelSpec
 from tokensim.prediction.predictor import Prediction, decode_context, fewest_by_capacity, predict_deployment
+from tokensim.specs.hardware.spec import HardwareSpec
+from tokensim.specs.model.spec import Layer, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,11 @@ class LinkSpec:
 
 
 def attention_part(model: ModelSpec) -> ModelSpec:
-    return replace(model, layers=tuple(Layer(l.mixer, None, l.norm_params) for l in model.layers))
+    return replace(model, layers=tuple(Layer(layer.mixer, None, layer.norm_params) for layer in model.layers))
 
 
 def ffn_part(model: ModelSpec) -> ModelSpec:
-    return replace(model, layers=tuple(Layer(None, l.ffn, 0) for l in model.layers), embed_params=0, lm_head_params=0)
+    return replace(model, layers=tuple(Layer(None, layer.ffn, 0) for layer in model.layers), embed_params=0, lm_head_params=0)
 
 
 def _check_pool(model: ModelSpec, hw: HardwareSpec, dep: Deployment, head: bool, pool: str, table: ConstantsTable) -> None:
@@ -99,7 +99,8 @@ def predict_afd(model: ModelSpec, attn_hw: HardwareSpec, attn_dep: Deployment, f
     power = power_w(attn_hw, attn_dep.chips, u_a) + power_w(ffn_hw, ffn_dep.chips, u_f)
     usd = None
     if attn_hw.price_usd_per_hour and ffn_hw.price_usd_per_hour:
-        usd = (attn_dep.chips * attn_hw.price_usd_per_hour + ffn_dep.chips * ffn_hw.price_usd_per_hour) / SECONDS_PER_HOUR / throughput * 1e6
+        usd = ((attn_dep.chips * attn_hw.price_usd_per_hour + ffn_dep.chips * ffn_hw.price_usd_per_hour)
+               / SECONDS_PER_HOUR / throughput * 1e6)
     tco_a, tco_f = tco_usd_per_hour(attn_hw, attn_dep.chips, 0.0), tco_usd_per_hour(ffn_hw, ffn_dep.chips, 0.0)
     tco = None
     if tco_a is not None and tco_f is not None:

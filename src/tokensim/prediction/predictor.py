@@ -6,18 +6,17 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from tokensim.deploy.deployment import Deployment, SpecDecode
+from tokensim.deploy.layout import check_against_model, fit_error, resolve_layout
 from tokensim.perf.constants import ConstantsTable, for_hardware, table_or_default
 from tokensim.perf.context import Context, make_context
+from tokensim.perf.energy import energy
 from tokensim.perf.layers import Batch, layer_ops, weight_op
+from tokensim.perf.memory import max_batch, memory_use, stage_memory
 from tokensim.perf.ops import Num, OpSummary
 from tokensim.perf.step import StepCost, step_cost
-from tokensim.deploy.deployment import Deployment, SpecDecode
-from tokensim.perf.energy import energy
-from tokensim.errors import TokensimError
 from tokensim.specs.hardware.catalog import load_hardware
 from tokensim.specs.hardware.spec import HardwareSpec
-from tokensim.deploy.layout import check_against_model, fit_error, resolve_layout
-from tokensim.perf.memory import max_batch, memory_use, stage_memory
 from tokensim.specs.model.catalog import load_model
 from tokensim.specs.model.spec import ModelSpec
 from tokensim.validate.uncertainty import band, batch_regime, shipped_residuals
@@ -53,7 +52,8 @@ class Prediction:
     tokens_per_joule: float = 0.0
     sequences_per_s_per_kw: float = 0.0     # whole sequences (output_tokens each) finished per second per kW
     usd_per_million_tokens: float | None = None   # from $ per chip-hour, where a price is known
-    tco_usd_per_million_tokens: float | None = None   # purchase amortized + energy (data/costs.toml), where a purchase price is known
+    # purchase amortized + energy (data/costs.toml), where a purchase price is known
+    tco_usd_per_million_tokens: float | None = None
     # calibrated by out-of-sample validation residuals (validate/uncertainty.py): the bias-corrected central estimate
     # and the 10th-90th percentile range of what would be measured; the estimate always lies inside its range
     tokens_per_s_per_user_estimate: float = 0.0
@@ -114,7 +114,7 @@ def _stage_max(stage_s, like):
 def decode_step(ctx: Context, spec: SpecDecode | None, spec_on=True) -> DecodeStep:
     """The decode cycle of ctx.dep at its batch: micro-batches through the stages, host time, draft tokens.
     `spec_on` (bool or a mask over candidates) switches speculative decoding with `spec`."""
-    dep, model = ctx.dep, ctx.model
+    dep = ctx.dep
     seqs: Num = dep.seqs_per_rank
     if np.ndim(seqs):
         seqs = np.asarray(seqs, dtype=float)
@@ -172,7 +172,7 @@ def peak_bounds(hw: HardwareSpec, ctx: Context, cost: StepCost, micro) -> tuple[
     peak_bw = hw.weight_tier.bandwidth_bytes_per_s
     peak_f = hw.peak_flops(max((r.compute for r in ctx.rates.values()), key=hw.peak_flops))
     mem = pipeline_bound([b / peak_bw for b in cost.stage_bytes], micro)
-    roof = pipeline_bound([max(b / peak_bw, f / peak_f) for b, f in zip(cost.stage_bytes, cost.stage_flops)], micro)
+    roof = pipeline_bound([max(b / peak_bw, f / peak_f) for b, f in zip(cost.stage_bytes, cost.stage_flops, strict=True)], micro)
     return mem, roof
 
 
@@ -230,8 +230,8 @@ def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assu
 
 
 def predict(
-    model: "str | ModelSpec",
-    hardware: "str | HardwareSpec",
+    model: str | ModelSpec,
+    hardware: str | HardwareSpec,
     *,
     chips: int | None = None,
     tp: int | None = None,

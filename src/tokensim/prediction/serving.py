@@ -77,7 +77,7 @@ class TraceFolder:
     """A recorded run: its requests and the engine settings its meta.json states."""
 
     requests: Path
-    hardware: str
+    hardware: str | None          # None: the run does not say (a trace `tokensim bench --save` wrote)
     tp: int
     max_num_seqs: int | None
     max_num_batched_tokens: int | None
@@ -100,9 +100,7 @@ def read_trace_folder(folder: str | Path) -> TraceFolder:
         raise bad_value(f"{meta_path}", type(meta).__name__, "a JSON object")
     kwargs = meta.get("engine_kwargs") or {}
     device = (meta.get("hardware") or {}).get("device_name") or folder.name.split("_")[0]
-    hardware = find_hardware(device) or find_hardware(folder.name.split("_")[0])
-    if hardware is None:
-        raise bad_value("trace hardware", device, "a GPU in the hardware catalog (tokensim hardware)")
+    hardware = find_hardware(str(device)) or find_hardware(folder.name.split("_")[0])
     kv = (meta.get("kv_cache") or {}).get("num_kv_tokens")
     return TraceFolder(requests=requests, hardware=hardware, tp=int(kwargs.get("tensor_parallel_size") or 1),
                        max_num_seqs=kwargs.get("max_num_seqs"), max_num_batched_tokens=kwargs.get("max_num_batched_tokens"),
@@ -113,6 +111,9 @@ def read_trace_folder(folder: str | Path) -> TraceFolder:
 def trace_engine(folder: TraceFolder, model: ModelSpec, constants: ConstantsTable | None = None,
                  dep: Deployment | None = None) -> tuple[EngineSpec, HardwareSpec, Deployment]:
     """The engine a trace folder describes: its GPU, TP degree, scheduler settings and KV cache."""
+    if folder.hardware is None:
+        raise bad_value("trace", str(folder.requests.parent), "a meta.json naming a GPU of the catalog (hardware."
+                        "device_name), or a scenario / --hardware to serve the trace's requests on")
     hw = load_hardware(folder.hardware)
     dep = dep or Deployment(tp=folder.tp, engine=folder.engine)
     overrides = {k: v for k, v in (("max_num_seqs", folder.max_num_seqs),

@@ -22,17 +22,17 @@ from enum import StrEnum
 from importlib import resources
 from pathlib import Path
 
-from tokensim.scenarios.agent import coding_loop, session_time
-from tokensim.perf.energy import max_power_per_chip_w
-from tokensim.errors import TokensimError, bad_value
-from tokensim.specs.hardware.loader import read_mapping
 from tokensim.deploy.layout import fit_error
-from tokensim.specs.precision import get_precision
+from tokensim.errors import TokensimError, bad_value
 from tokensim.perf.constants import for_hardware
 from tokensim.perf.context import make_context
+from tokensim.perf.energy import max_power_per_chip_w
 from tokensim.perf.memory import bytes_per_token
 from tokensim.prediction.predictor import Prediction, decode_context, predict_deployment, prefill_run_s
+from tokensim.scenarios.agent import coding_loop, session_time
 from tokensim.scenarios.scenario import Scenario, load_scenario, run_scenario, scenario_constants
+from tokensim.specs.hardware.loader import read_mapping
+from tokensim.specs.precision import get_precision
 
 LOWER_IS_BETTER = {"ttft_s", "latency_s", "session_minutes", "power_kw"}
 AT_LEAST = {"min_chips"}          # a capacity floor: any claim at or above it is consistent
@@ -103,7 +103,8 @@ def quantity(s: Scenario, q: str) -> Value:
         f = p.throughput_tokens_per_s / p.tokens_per_s_per_user
         return Value(p.tokens_per_s_per_user_estimate * f, lo * f, hi * f, _limit(p))
     if q == "bytes_per_token":
-        ctx = make_context(s.model, s.hardware, s.deployment, for_hardware(s.hardware, s.deployment.engine, scenario_constants(s)))
+        table = for_hardware(s.hardware, s.deployment.engine, scenario_constants(s))
+        ctx = make_context(s.model, s.hardware, s.deployment, table)
         verified = 1.0 + (s.deployment.spec.draft_tokens if s.deployment.spec else 0)
         v = bytes_per_token(ctx, s.deployment.batch, decode_context(s.deployment), p.tokens_per_step, verified)
         return Value(v, *_band(v, ARITHMETIC_BAND), f"at batch {s.deployment.batch} the weights touched per step are "
@@ -248,7 +249,7 @@ def _alternatives(s: Scenario) -> list[tuple[str, Scenario, dict]]:
     """(id, scenario, raw table) of every non-study alternative."""
     raws = [a for a in s.raw.get("alternatives", []) if not a.get("study")]
     alts = [(n, a) for n, a in s.alternatives() if not a.raw.get("study")]
-    return [(name, alt, raw) for (name, alt), raw in zip(alts, raws)]
+    return [(name, alt, raw) for (name, alt), raw in zip(alts, raws, strict=False)]
 
 
 def _alt_values(s: Scenario, q: str) -> list[Alt]:

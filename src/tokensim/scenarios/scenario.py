@@ -19,19 +19,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tokensim.deploy.deployment import Deployment, SpecDecode
-from tokensim.prediction.disagg import LinkSpec, predict_afd, predict_pd
+from tokensim.deploy.layout import resolve_layout
 from tokensim.errors import TokensimError, bad_value, require
 from tokensim.inputs.base import validate
 from tokensim.inputs.files import is_file, read_mapping
 from tokensim.inputs.scenario_file import DeploymentTable, ScenarioFile, SpeculativeTable
+from tokensim.perf.constants import NAMES as CONSTANT_NAMES
+from tokensim.perf.constants import ConstantsTable, default_table
+from tokensim.prediction.disagg import LinkSpec, predict_afd, predict_pd
+from tokensim.prediction.predictor import Prediction, predict_deployment
 from tokensim.specs.hardware.catalog import load_hardware
 from tokensim.specs.hardware.spec import HardwareSpec
-from tokensim.deploy.layout import resolve_layout
-from tokensim.perf.constants import NAMES as CONSTANT_NAMES, ConstantsTable, default_table
 from tokensim.specs.model.catalog import load_model
 from tokensim.specs.model.hf_config import spec_from_config
 from tokensim.specs.model.spec import ModelSpec
-from tokensim.prediction.predictor import Prediction, predict_deployment
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class Scenario:
     claim: Claim | None = None
     origin: str = ""                    # the file it came from, for messages
 
-    def alternatives(self) -> list[tuple[str, "Scenario"]]:
+    def alternatives(self) -> list[tuple[str, Scenario]]:
         """The scenario's named variants, each with one changed assumption."""
         out = []
         for i, alt in enumerate(self.raw.get("alternatives", [])):
@@ -137,7 +138,8 @@ def parse_stages(stages: list, n_layers: int, where: str) -> tuple[int, ...]:
         if missing:
             raise bad_value(f"{where}.stages", stages, f"every layer 0-{n_layers - 1} in exactly one stage; layer "
                             f"{missing[0]} is mapped to no stage")
-        raise bad_value(f"{where}.stages", stages, f"consecutive, non-overlapping ranges covering layers 0-{n_layers - 1} in order")
+        raise bad_value(f"{where}.stages", stages,
+                        f"consecutive, non-overlapping ranges covering layers 0-{n_layers - 1} in order")
     return tuple(sizes)
 
 
@@ -241,7 +243,10 @@ def _run(s: Scenario, table: ConstantsTable) -> Prediction:
             if "ffn_deployment" in a else Deployment()
         link = LinkSpec(_float(a, "link_bandwidth_bytes_per_s", "afd", 50e9), _float(a, "link_latency_s", "afd", 5e-6),
                         _str(a, "link_name", "afd") or "afd link")
-        return predict_afd(s.model, s.hardware, s.deployment, ffn_hw, ffn_dep, link, _int(a, "micro_batches", "afd", 2), table)
+        micro_batches = _int(a, "micro_batches", "afd", 2)
+        if micro_batches is None:           # only an explicit None in a dict; a TOML file has no null
+            raise bad_value("afd.micro_batches", micro_batches, "an integer >= 1")
+        return predict_afd(s.model, s.hardware, s.deployment, ffn_hw, ffn_dep, link, micro_batches, table)
     if "prefill" in raw:
         p = raw["prefill"]
         phw = load_hardware(p.get("hardware", s.hardware.name))

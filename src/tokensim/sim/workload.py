@@ -21,7 +21,9 @@ NO_PREFIX = -1
 # Trace fields of the LLMServingSim / vLLM request records (shared/data/serving/traces).
 _JSONL_REQUIRED = ("input_toks", "output_toks", "arrival_time")
 _JSONL_OPTIONAL = ("request_id", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts",
-                   "prefix_id", "prefix_toks")
+                   "prefix_id", "prefix_toks",
+                   # what `tokensim bench --save` adds (endpoints/results.py): the client's own measurements
+                   "end_ts", "itl", "output_toks_received", "server_prompt_toks", "status", "error")
 _CSV_REQUIRED = ("arrival_s", "input_tokens", "output_tokens")
 _CSV_OPTIONAL = ("prefix_id", "prefix_tokens")
 

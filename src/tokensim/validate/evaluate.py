@@ -4,13 +4,13 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from tokensim.perf.constants import ConstantsTable, for_hardware
 from tokensim.deploy.deployment import Deployment
-from tokensim.errors import TokensimError
-from tokensim.specs.hardware.catalog import catalog
 from tokensim.deploy.layout import check_against_model, fit_error
-from tokensim.specs.model.catalog import catalog_model
+from tokensim.errors import TokensimError
+from tokensim.perf.constants import ConstantsTable, for_hardware
 from tokensim.prediction.predictor import Prediction, batch_prefill_s, offline_throughput, predict_deployment
+from tokensim.specs.hardware.catalog import catalog
+from tokensim.specs.model.catalog import catalog_model
 from tokensim.validate.rules import Case
 
 PER_CHIP = "throughput_tps_per_chip"
@@ -19,7 +19,8 @@ PER_CHIP = "throughput_tps_per_chip"
 def counts_input_tokens(case: Case) -> bool:
     """InferenceX dashboards plot input + output tokens per GPU (process_result.py: tput_per_gpu =
     total_token_throughput / tp_size, github.com/SemiAnalysisAI/InferenceX); rows that say 'Output tput' don't."""
-    return bool(re.search(r"inferencex", case.row.provider_or_engine, re.I)) and not re.search(r"output tput", case.row.notes, re.I)
+    return (bool(re.search(r"inferencex", case.row.provider_or_engine, re.I))
+            and not re.search(r"output tput", case.row.notes, re.I))
 
 
 def _throughput(case: Case, p: Prediction, offline: bool, constants: ConstantsTable | None = None) -> float:
@@ -148,4 +149,5 @@ def predict_case(case: Case, constants: ConstantsTable | None = None) -> tuple[f
         return (total / p.chips if case.row.metric == PER_CHIP else total), ()
     if case.mode == "decode_throughput":
         return _throughput(case, p, offline=False, constants=constants), ()
-    return _throughput(case, p, offline=True, constants=constants), ("throughput: prefill of every prompt plus all decode steps (offline rule)",)
+    return (_throughput(case, p, offline=True, constants=constants),
+            ("throughput: prefill of every prompt plus all decode steps (offline rule)",))

@@ -14,18 +14,22 @@ import datetime as _dt
 import math
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from pathlib import Path
 
-from tokensim.perf.constants import ConstantsTable, default_table
 from tokensim.errors import TokensimError
+from tokensim.perf.constants import ConstantsTable, default_table
+from tokensim.stats import quantile
 from tokensim.validate.evaluate import freeze, predict_case
 from tokensim.validate.rules import Case, Skip, build_case
-from tokensim.stats import quantile
-from tokensim.validate.uncertainty import batch_regime
 from tokensim.validate.run import evaluate_row, summarize
 from tokensim.validate.table import read_rows
+from tokensim.validate.uncertainty import batch_regime
+
+if TYPE_CHECKING:
+    from tokensim.validate.serving import ServingCase
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,8 @@ PARAMS = (
     Param("amd", "default", "gemm_flops_fraction", 0.15, 0.90, "achieved dense FLOP/s on AMD Instinct (ROCm GEMMs reached "
           "38-47 % of MI300X peak in SemiAnalysis' Dec-2024 microbenchmarks, less on serving shapes)"),
     Param("cerebras-wafer", "default", "layer_latency_s", 1e-6, 60e-6, "wafer per-layer dataflow floor, fixed part"),
-    Param("cerebras-wafer", "default", "layer_latency_s_per_byte", 1e-17, 1e-13, "wafer per-layer time per byte of the layer's weights"),
+    Param("cerebras-wafer", "default", "layer_latency_s_per_byte", 1e-17, 1e-13,
+          "wafer per-layer time per byte of the layer's weights"),
     Param("groq-lpu", "default", "layer_latency_s", 1e-6, 60e-6, "LPU per-layer floor"),
     Param("sambanova-rdu", "default", "layer_latency_s", 1e-6, 60e-6, "RDU per-layer dataflow floor"),
 )
@@ -127,7 +132,7 @@ def fit(cases: list[Case], start: dict[Param, float], sweeps: int = 2, steps: in
         for p in PARAMS:
             rel = _relevant(p, pinned)
             if rel:
-                values[p] = _golden(lambda v: _loss(rel, {**values, p: v}), p.lo, p.hi, steps)
+                values[p] = _golden(lambda v, rel=rel, p=p: _loss(rel, {**values, p: v}), p.lo, p.hi, steps)
             else:
                 values[p] = priors[p]
             if progress:
@@ -160,7 +165,8 @@ def buildable(path) -> list[Case]:
 
 def _stats(errors: list[float]) -> dict:
     a = [abs(e) for e in errors]
-    return {"rows": len(a), "median_abs_error": statistics.median(a) if a else None, "p90_abs_error": quantile(a, 0.9) if a else None}
+    return {"rows": len(a), "median_abs_error": statistics.median(a) if a else None,
+            "p90_abs_error": quantile(a, 0.9) if a else None}
 
 
 def shipped_silicon() -> Path:
@@ -201,14 +207,19 @@ def _error_table(errors: dict[str, list[float]]) -> dict:
     return {k: _stats(v) for k, v in sorted(errors.items())}
 
 
-def run_fit(path, out_path: Path, loso: bool = True, progress=None, silicon_path=None) -> dict:
-    """Fit the engine profiles on the measured serving runs (time per output token), then the general constants on
-    the published measurements with those held; report in-sample and out-of-sample errors; write `out_path`."""
+def run_fit(path, out_path: Path, loso: bool = True, progress=None, silicon_path=False) -> dict:
+    """Fit the general constants on the published measurements; report in-sample and out-of-sample errors; write
+    `out_path`. With `silicon_path` (None: the shipped silicon_dev.csv), first fit the serving engines' profiles on
+    the time per output token of the measured serving runs and hold them. That second fit is not what ships: fitted
+    on silicon_dev alone, the profiles do not carry over to the published rows or the vLLM traces
+    (docs/engine-profiles.md), so by default the engine profiles keep their priors."""
     from tokensim.validate.serving import build_cases, steady_tpot
     from tokensim.validate.serving_fit import engine_params, fit_engines, leave_pair_out
-    from tokensim.validate.serving_rows import read_silicon
     from tokensim.validate.serving_fit import priors as engine_priors
+    from tokensim.validate.serving_rows import read_silicon
 
+    serving: list[ServingCase]
+    engine_values: dict[Param, float]
     if silicon_path is False:           # no serving runs: the engine profiles keep their priors
         serving, engine_values = [], {}
     else:
@@ -234,7 +245,7 @@ def run_fit(path, out_path: Path, loso: bool = True, progress=None, silicon_path
             held_out = table_for(values)
             for c in test:
                 r = evaluate_row(c.row, held_out)
-                if r.error is not None:
+                if r.error is not None and r.predicted is not None:      # one is None exactly when the other is
                     loso_errors.append(r.error)
                     row_loso[r.row.id] = math.log(r.predicted / r.row.value)
                     loso_by.setdefault(f"{r.family} / {r.row.metric}", []).append(r.error)
@@ -245,8 +256,8 @@ def run_fit(path, out_path: Path, loso: bool = True, progress=None, silicon_path
     out_tpot = leave_pair_out(serving, engine_values, fixed={p: v for p, v in fitted.items() if p not in engine_values},
                               progress=progress) / measured - 1 if loso and serving else in_tpot
     pairs: dict[str, list[float]] = {}
-    for e, c in zip(out_tpot, serving):
-        pairs.setdefault(f"{c.run.system} / {c.run.engine}", []).append(float(e))
+    for e, sc in zip(out_tpot, serving, strict=True):
+        pairs.setdefault(f"{sc.run.system} / {sc.run.engine}", []).append(float(e))
     report = {
         "objective": "mean of min(|ln(predicted / measured)|, ln 4)",
         "date": _dt.date.today().isoformat(), "rows": summary.modelled, "fitted_constants": len(fitted),

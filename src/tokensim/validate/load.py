@@ -5,8 +5,8 @@
   compared with the run's own, beside the error of the simulator that published the trace (summary.txt, column Sim).
 - Fixed-concurrency runs (silicon_dev.csv): closed-loop clients as aiperf runs them (aiconfigurator's bench_run.sh:
   --concurrency C --num-requests 20 C --warmup-request-count 2 C). Simulating 22 C requests per row is slow for the
-  largest C, so `requests_per_client` rounds (default 4, after one warm-up round) stand for the 20: the closed loop
-  reaches its steady state within a round or two; the rounds are a stated approximation, not a fitted constant.
+  largest C, so a few rounds per client (validation uses 2, after one warm-up round) stand for the 20: the closed
+  loop reaches its steady state within a round or two; the rounds are a stated approximation, not a fitted constant.
 """
 from __future__ import annotations
 
@@ -105,6 +105,24 @@ class LoadResult:
         return self.tpot_s / self.case.run.tpot_s - 1
 
 
+def benchmark_scheduler(case: ServingCase):
+    """The scheduler settings aiconfigurator's generator writes for the engine of a run (its rule files
+    src/aiconfigurator/generator/rule_plugin/benchmark/{vllm,sglang,trtllm}.rule at commit 095f58a51c4c): the
+    running batch capped at the configured batch size, and a token budget of batch + isl + 1,500."""
+    from tokensim.sim import SglangScheduler, TrtllmScheduler, VllmScheduler
+
+    run, d = case.run, case.deployment
+    pool = run.agg if run.agg is not None else run.decode
+    batch = max(1, (pool.batch_size if pool is not None and pool.batch_size else int(round(case.concurrency))) * d.attn_dp)
+    budget = batch + run.isl + 1500
+    if d.engine == "trtllm":
+        return TrtllmScheduler(max_batch_size=batch, max_num_tokens=-(-budget // 32) * 32)
+    if d.engine == "sglang":
+        return SglangScheduler(max_running_requests=batch, max_prefill_tokens=run.isl + 1500,
+                               chunked_prefill_size=max(run.isl + 1500, 8192), enable_mixed_chunk=True)
+    return VllmScheduler(max_num_seqs=batch, max_num_batched_tokens=max(budget, batch))
+
+
 def simulate_case(case: ServingCase, constants: ConstantsTable | None = None, requests_per_client: int = 4,
                   warmup_rounds: int = 1) -> LoadResult:
     """One fixed-concurrency run, simulated: closed-loop clients, the first `warmup_rounds` x C requests left out
@@ -113,7 +131,7 @@ def simulate_case(case: ServingCase, constants: ConstantsTable | None = None, re
     model, hw = catalog_model(run.model), catalog()[run.system]
     clients = max(1, int(round(case.concurrency)))
     n = (requests_per_client + warmup_rounds) * clients
-    spec = engine_for(model, hw, case.deployment, constants=constants)
+    spec = engine_for(model, hw, case.deployment, constants=constants, scheduler=benchmark_scheduler(case))
     work = Workload(np.zeros(n), np.full(n, run.isl, dtype=np.int64), np.full(n, run.osl, dtype=np.int64))
     result = simulate(ClosedLoop(clients, work), spec, seed=0)
     req = result.requests
@@ -124,3 +142,49 @@ def simulate_case(case: ServingCase, constants: ConstantsTable | None = None, re
     if not (math.isfinite(ttft) and math.isfinite(tpot)):
         raise TokensimError(f"{run.id}: the simulation finished no request")
     return LoadResult(case, ttft, tpot)
+
+
+def shipped_silicon_cases() -> list[ServingCase]:
+    from tokensim.validate.fit import shipped_silicon
+    from tokensim.validate.serving import build_cases
+    from tokensim.validate.serving_rows import read_silicon
+
+    runs, _ = read_silicon(shipped_silicon())
+    cases, _ = build_cases(runs)
+    return cases
+
+
+def sample_cases(cases: list[ServingCase], n: int, seed: int = 0) -> list[ServingCase]:
+    """`n` cases drawn evenly over (system, engine) pairs (all of them when n is 0 or covers them)."""
+    if n <= 0 or n >= len(cases):
+        return list(cases)
+    rng = np.random.default_rng(seed)
+    by_pair: dict[tuple, list[int]] = {}
+    for i, c in enumerate(cases):
+        by_pair.setdefault(c.pair, []).append(i)
+    per = max(1, n // len(by_pair))
+    chosen = []
+    for idx in by_pair.values():
+        chosen += list(rng.choice(idx, min(per, len(idx)), replace=False))
+    return [cases[i] for i in sorted(chosen)]
+
+
+def simulate_cases(cases: list[ServingCase], constants: ConstantsTable | None = None, progress=None) -> list[LoadResult]:
+    """Each fixed-concurrency run simulated; runs the memory model cannot lay out are left out (with no result)."""
+    out = []
+    for c in cases:
+        try:
+            out.append(simulate_case(c, constants, requests_per_client=2, warmup_rounds=1))
+        except TokensimError:
+            pass
+        if progress:
+            progress()
+    return out
+
+
+def error_stats(errors) -> dict:
+    a = np.abs(np.asarray(list(errors), dtype=float))
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return {"rows": 0, "median_abs_error": None, "p90_abs_error": None}
+    return {"rows": int(a.size), "median_abs_error": float(np.median(a)), "p90_abs_error": float(np.quantile(a, 0.9))}

@@ -37,7 +37,8 @@ class HardwareMatch:
 
 def strip_variant(text: str) -> tuple[str | None, tuple[str, ...]]:
     """(catalog name, variant tags dropped from the end to reach it), or (None, ()) if no prefix matches."""
-    current, dropped = text.strip(), []
+    current = text.strip()
+    dropped: list[str] = []
     while current:
         name = model_catalog.find_name(current)
         if name:

@@ -34,7 +34,8 @@ def unstated(text: str) -> bool:
 
 def says_unstated(text: str) -> bool:
     """True when a cell that states a value also flags it as not stated by the source ('BF16 (default; not stated)')."""
-    return bool(re.search(r"not (?:stated|disclosed|reported|in (?:the )?excerpt)|unstated|undisclosed|\bdefault\b|\bassumed\b", text, re.I))
+    return bool(re.search(r"not (?:stated|disclosed|reported|in (?:the )?excerpt)|unstated|undisclosed|\bdefault\b|\bassumed\b",
+                          text, re.I))
 
 
 # ---------------------------------------------------------------- counts: "~2k", "2,048", "1.5k", "128k", "5-10"

@@ -14,12 +14,12 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from tokensim.perf.engines import find_engine
 from tokensim.deploy.deployment import Deployment, SpecDecode
 from tokensim.errors import TokensimError
+from tokensim.perf.engines import find_engine
 from tokensim.specs.hardware import catalog as hw_catalog
 from tokensim.specs.model import catalog as model_catalog
-from tokensim.specs.model.spec import ModelSpec
+from tokensim.specs.model.spec import ModelSpec, MoE
 from tokensim.specs.precision import get_precision
 from tokensim.validate.names import ModelMatch, match_hardware, match_model
 from tokensim.validate.parse import Skip, kv_cell, layout, per_chip_batch, spec_cell, unstated, weights_cell
@@ -43,7 +43,8 @@ BATCH_CAP_PER_REPLICA = 1024    # rule: engines cap running sequences (vLLM max_
 # ("spec decode (MTP) not stated" names speculative decoding, not a pool)
 DECODE_POOL = (r"disagg|\bdecode (?:pool|worker|instance|node|gpu|side|only|output)s?\b|\bdecode-only\b|\b\d*P/?\d*D\b"
                r"|prefill/decode|GPUs?\) decode\b")
-BATCH_CAP_PER_ATTENTION_RANK = 256  # rule: wide-EP decode (DeepEP low-latency dispatch sized for 128 tokens per rank, two micro-batches)
+# rule: wide-EP decode (DeepEP low-latency dispatch sized for 128 tokens per rank, two micro-batches)
+BATCH_CAP_PER_ATTENTION_RANK = 256
 FRONTIER_NODE_CHIPS = 8         # rule: "best available config" dashboards report one 8-GPU node
 PER_REPLICA_METRICS = ("output_tps_per_user", "ttft_s", "throughput_tps_per_chip")   # need one replica's chips, not the system's
 
@@ -125,7 +126,8 @@ def kv_rule(row: Row, weights: str | None) -> tuple[str, str]:
     if "kv" in row.weight_precision.lower() and "fp8" in row.weight_precision.lower():
         return "fp8", "KV: FP8 (FP8-KV checkpoint named in the weight column)"
     if re.search(r"tensorrt|mlperf", row.provider_or_engine, re.I) and weights in ("fp8", "nvfp4", "fp4", "mxfp4"):
-        return "fp8", "KV: not stated; FP8, as TensorRT-LLM and MLPerf submissions pair FP8/FP4 weights with an FP8 KV cache (rule)"
+        return "fp8", ("KV: not stated; FP8, as TensorRT-LLM and MLPerf submissions pair FP8/FP4 weights with an FP8 KV "
+                       "cache (rule)")
     return "bf16", "KV: not stated; bf16 (rule)"
 
 
@@ -139,7 +141,8 @@ def spec_rule(row: Row) -> tuple[SpecDecode | None, str]:
             d = speculative_defaults()
             return SpecDecode("eagle", 3, tuple(d["eagle3_acceptance"][:3])), (
                 "speculative decoding: not stated; on (EAGLE-style, k=3), as Cerebras Inference has used it since its "
-                "Oct-2024 release ('This release also implements speculative decoding', https://hn.masterscheme.cn/item?id=41942822) (rule)")
+                "Oct-2024 release ('This release also implements speculative decoding', "
+                "https://hn.masterscheme.cn/item?id=41942822) (rule)")
         return None, "speculative decoding: not stated; none (rule)"
     if read.method is None:
         return None, "speculative decoding: none"
@@ -155,7 +158,8 @@ def spec_rule(row: Row) -> tuple[SpecDecode | None, str]:
         rates = (rates[-1],)
     k_note = "" if read.draft_tokens else " (k not written; 1)"
     return (SpecDecode(method=method, draft_tokens=k, acceptance=rates),
-            f"speculative decoding: {text!r} read as {read.method} k={k}{k_note}, acceptance {rates} (defaults in constants.toml)")
+            f"speculative decoding: {text!r} read as {read.method} k={k}{k_note}, acceptance {rates} "
+            f"(defaults in constants.toml)")
 
 
 def parallel_from_text(text: str, chips: int, is_moe: bool) -> tuple[int, int, int, int, int] | None:
@@ -178,7 +182,7 @@ def parallel_from_text(text: str, chips: int, is_moe: bool) -> tuple[int, int, i
 
 def redundant(model: ModelSpec, ep: int) -> int:
     """Expert slots to add so that EP divides them (DeepSeek's decode adds 32 redundant experts at EP144)."""
-    experts = next((l.ffn.n_experts for l in model.layers if hasattr(l.ffn, "n_experts")), 0)
+    experts = next((layer.ffn.n_experts for layer in model.layers if isinstance(layer.ffn, MoE)), 0)
     return (-experts) % ep if experts else 0
 
 
@@ -207,7 +211,8 @@ def lengths_rule(row: Row, name: str, notes: list[str]) -> tuple[int, int]:
 def mode_rule(row: Row, notes: list[str]) -> str:
     mode = {"output_tps_per_user": "per_user", "ttft_s": "ttft"}.get(row.metric, "offline_throughput")
     if mode == "ttft":
-        offline = re.search(r"gptSessionBenchmark|benchmark_latency|trtllm-bench|offline", f"{row.provider_or_engine} {row.notes}", re.I)
+        offline = re.search(r"gptSessionBenchmark|benchmark_latency|trtllm-bench|offline",
+                            f"{row.provider_or_engine} {row.notes}", re.I)
         mode = "ttft" if offline else "ttft_online"
         notes.append("TTFT: in-process benchmark, prefill only (rule)" if offline else
                      "TTFT: served over HTTP/API, prefill plus request handling (request_overhead_s) (rule)")

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from tokensim.errors import TokensimError
 from tokensim.perf.constants import ConstantsTable
-from tokensim.validate.uncertainty import band, batch_regime, shipped_residuals
 from tokensim.specs.hardware.catalog import catalog
+from tokensim.stats import quantile
 from tokensim.validate.evaluate import predict_case
 from tokensim.validate.rules import Case, Skip, build_case
-from tokensim.stats import quantile
 from tokensim.validate.table import Row, read_rows
+from tokensim.validate.uncertainty import band, batch_regime, shipped_residuals
 
 
 def shipped_measurements() -> Path:
@@ -120,7 +120,8 @@ def _coverage(results: list[Result]) -> float:
     return sum(inside) / len(inside) if inside else float("nan")
 
 
-def validate(path: str | Path | None = None, progress=None, constants: ConstantsTable | None = None) -> tuple[list[Result], Summary]:
+def validate(path: str | Path | None = None, progress=None,
+             constants: ConstantsTable | None = None) -> tuple[list[Result], Summary]:
     rows = read_rows(path or shipped_measurements())
     results = []
     for row in rows:

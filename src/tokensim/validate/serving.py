@@ -79,7 +79,7 @@ def _layout(pool: Pool, model) -> tuple[int, int, int, list[str]]:
     elif (tp * adp) % ep:
         notes.append(f"moe_ep {ep} does not divide tp x attention_dp {tp * adp}; experts read as tensor-parallel (rule)")
         ep = 1
-    heads = min((l.mixer.n_heads for l in model.layers if hasattr(l.mixer, "n_heads")), default=tp)
+    heads = min((layer.mixer.n_heads for layer in model.layers if hasattr(layer.mixer, "n_heads")), default=tp)
     if heads % tp:
         notes.append(f"tp {tp} does not divide the model's {heads} attention heads: read as attention data parallelism "
                      f"{tp * adp} with tp 1 on the same chips (rule)")

@@ -8,7 +8,6 @@ predict its rows: what a user would see on hardware that engine was never measur
 """
 from __future__ import annotations
 
-import math
 import numpy as np
 
 from tokensim.perf.constants import default_table
@@ -67,7 +66,7 @@ def fit_engines(cases: list[ServingCase], start: dict[Param, float], sweeps: int
             if not rows:
                 values[p] = prior[p]
                 continue
-            values[p] = _golden(lambda v: loss(rows, {**fixed, **values, p: v}), p.lo, p.hi, steps)
+            values[p] = _golden(lambda v, rows=rows, p=p: loss(rows, {**fixed, **values, p: v}), p.lo, p.hi, steps)
             if progress:
                 progress()
     return values

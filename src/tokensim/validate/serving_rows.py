@@ -91,6 +91,7 @@ class SiliconRun:
         """Chips of the whole run (None for a disagg run whose worker counts are not stated)."""
         if self.agg is not None:
             return self.agg.chips
+        assert self.prefill is not None and self.decode is not None      # a run without agg is disaggregated: both pools
         p, d = self.prefill.chips, self.decode.chips
         return None if p is None or d is None else p + d
 
@@ -169,10 +170,11 @@ def _pool(raw: Mapping[str, str], prefix: str, row_id: str, notes: list[str], is
         notes.append(f"{name}: attention_dp_size empty or 0, read as 1 (no attention data parallelism)")
     if workers is None:
         notes.append(f"{name}: worker count not stated")
-    if is_moe and (moe_tp is None or moe_ep is None):
-        notes.append(f"{name}: MoE layout not stated (moe_tp_size {moe_tp}, moe_ep_size {moe_ep})")
-    elif is_moe and moe_tp * moe_ep != tp * pool.attention_dp:
-        notes.append(f"{name}: moe_tp x moe_ep = {moe_tp * moe_ep} differs from tp x attention_dp = {tp * pool.attention_dp}")
+    if is_moe:
+        if moe_tp is None or moe_ep is None:
+            notes.append(f"{name}: MoE layout not stated (moe_tp_size {moe_tp}, moe_ep_size {moe_ep})")
+        elif moe_tp * moe_ep != tp * pool.attention_dp:
+            notes.append(f"{name}: moe_tp x moe_ep = {moe_tp * moe_ep} differs from tp x attention_dp = {tp * pool.attention_dp}")
     return pool
 
 

@@ -42,3 +42,19 @@ def test_predict_scenario_compare_and_planner_agree(tmp_path, model, hardware, c
     assert planned["tokens_per_s_per_user"][0] == pytest.approx(p.tokens_per_s_per_user, rel=1e-12)
     assert planned["ttft_s"][0] == pytest.approx(p.ttft_s, rel=1e-12)
     assert planned["memory_per_chip_bytes"][0] == pytest.approx(p.memory_per_chip_bytes, rel=1e-12)
+
+
+def test_public_api_is_exactly_this():
+    """The names a notebook imports from tokensim (a change here is a change users see)."""
+    assert sorted(tokensim.__all__) == ["Deployment", "Prediction", "SpecDecode", "TokensimError", "load_hardware",
+                                        "load_model", "predict", "predict_deployment", "to_pandas"]
+
+
+def test_results_convert_to_pandas():
+    pd = pytest.importorskip("pandas")
+    p = tokensim.predict("llama-3.1-8b", "h100-sxm")
+    frame = p.to_pandas()
+    assert isinstance(frame, pd.DataFrame) and len(frame) == 1
+    assert frame["tokens_per_s_per_user"].iloc[0] == p.tokens_per_s_per_user
+    ops = p.to_pandas(breakdown=True)
+    assert len(ops) == len(p.breakdown) + len(p.prefill_breakdown)          # decode ops, then prefill ops

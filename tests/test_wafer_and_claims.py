@@ -98,9 +98,29 @@ def test_claims_table_has_every_public_claim_and_required_fields():
     assert {"c01", "c03", "c04", "c05", "c06", "c08", "c10-wafer", "c11-gpu", "c12-wafer", "c13-gpu", "c14-ratio", "c15"} <= ids
     for r in results:
         d = r.to_dict()
-        assert {"id", "claim_value", "predicted_value", "unit", "ratio", "verdict", "assumptions"} <= set(d)
-        assert d["verdict"].split(" ")[0].rstrip(":") in ("consistent", "implausible", "inconsistent")
-        assert d["ratio"] == pytest.approx(d["claim_value"] / d["predicted_value"])
+        assert {"id", "claim_value", "predicted_value", "unit", "ratio", "verdict", "verdict_kind", "conditions",
+                "assumptions"} <= set(d)
+        lo, hi = d["predicted_range"]
+        assert lo <= d["predicted_value"] <= hi                      # the estimate lies in its own range
+        # the kind follows from where the claim lies against the base range (min_chips: a floor), nothing else
+        if d["quantity"] == "min_chips":
+            expected = "consistent" if d["claim_value"] >= lo else "claim_below_range"
+        else:
+            expected = ("consistent" if lo <= d["claim_value"] <= hi else
+                        "claim_above_range" if d["claim_value"] > hi else "claim_below_range")
+        assert d["verdict_kind"] == expected, d["id"]
+        assert d["verdict"].startswith("consistent:" if expected == "consistent" else "inconsistent:")
+
+
+def test_c03_is_judged_under_its_stated_conditions():
+    """The claim's record says speculative decoding: the base case runs with it, and an alternative without it is
+    marked as breaking that condition."""
+    c03 = next(r for r in all_claims() if r.id == "c03")
+    assert "speculative decoding" in c03.conditions
+    s = load_scenario(shipped_scenarios()["kimi-k2.6-cs3"])
+    assert s.deployment.spec is not None and s.deployment.spec.draft_tokens == 3
+    off = [a for a in c03.alternatives if "no speculative decoding" in a["label"]]
+    assert off and off[0]["breaks"] == ["speculative decoding"]
 
 
 def test_claims_use_the_same_path_as_run():

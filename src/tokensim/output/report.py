@@ -167,7 +167,8 @@ def build_report(scenario_paths: list[str], title: str = "tokensim report") -> s
     nav = "".join(f'<li><a href="#{a}">{esc(sec.scenario.title or sec.scenario.name)}</a></li>'
                   for a, sec in zip(anchors, sections, strict=True))
     body = (f"<h1>{esc(title)}</h1><p class=\"muted\">predicted by tokensim on {date.today().isoformat()}; "
-            "ranges are the 10th-90th percentile of validation residuals for the hardware family</p>"
+            "figures are calibrated estimates with their 80 % range, from the out-of-sample errors of validated rows in the "
+            "same regime (hardware family, engine, metric, batch)</p>"
             f"<nav><ol>{nav}</ol></nav>"
             + "".join(section_html(sec, a) for sec, a in zip(sections, anchors, strict=True)))
     return page(title, body)

@@ -56,6 +56,11 @@ class PlanResult:
     note: str = ""
     spec: SpecDecode | None = field(default=None, repr=False)
 
+    def to_pandas(self):
+        """Every evaluated deployment, one row each, as a pandas DataFrame."""
+        from tokensim.output.frames import to_pandas
+        return to_pandas(self)
+
     def deployment(self, i: int) -> dict:
         p = self.points
         return {"hardware": str(p["hardware"][i]), "tp": int(p["tp"][i]), "pp": int(p["pp"][i]), "ep": int(p["ep"][i]),

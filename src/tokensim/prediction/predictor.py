@@ -70,6 +70,11 @@ class Prediction:
         d["assumptions"] = list(self.assumptions)
         return d
 
+    def to_pandas(self, breakdown: bool = False):
+        """One row (or, with `breakdown`, one row per op of the decode step) as a pandas DataFrame."""
+        from tokensim.output.frames import to_pandas
+        return to_pandas(self, breakdown=breakdown)
+
 
 def fewest_by_capacity(ctx, capacity_per_chip_bytes: float) -> int:
     """Chips whose usable memory holds one replica's weights, summed over stages (KV excluded)."""

@@ -47,6 +47,10 @@ class Result:
                      inside_range=self.inside_range)
         return d
 
+    def to_pandas(self):
+        from tokensim.output.frames import to_pandas
+        return to_pandas(self)
+
     @property
     def inside_range(self) -> bool | None:
         if self.predicted_range is None:

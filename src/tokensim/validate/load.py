@@ -105,6 +105,28 @@ class LoadResult:
         return self.tpot_s / self.case.run.tpot_s - 1
 
 
+LIGHT_LOAD_CLIENTS = 4      # runs with at most this many clients have (almost) no queue: their TTFT is the request path
+
+
+def request_path_s(cases: list[ServingCase], constants: ConstantsTable | None = None) -> dict[str, float]:
+    """Per engine, what a request spends outside the engine's steps before its first token (HTTP, tokenization, the
+    frontend and router, detokenizing the first token): the median over the lightly loaded runs (at most
+    LIGHT_LOAD_CLIENTS clients) of measured TTFT minus the time of the prompt's prefill alone. A general rule, one
+    number per engine, fitted here and applied to every run of that engine, whatever its load."""
+    from tokensim.perf.timer import CostModelTimer
+    from tokensim.sim.timer import StepBatch
+
+    empty = np.zeros(0, dtype=np.int64)
+    gaps: dict[str, list[float]] = {}
+    for c in cases:
+        if c.concurrency > LIGHT_LOAD_CLIENTS or c.run.mode != "agg":
+            continue
+        timer = CostModelTimer(catalog_model(c.run.model), catalog()[c.run.system], c.deployment, constants)
+        prefill = timer.step_s(StepBatch(empty, np.array([c.run.isl]), np.array([0])))
+        gaps.setdefault(c.deployment.engine, []).append(c.run.ttft_s - prefill)
+    return {engine: max(0.0, float(np.median(v))) for engine, v in gaps.items()}
+
+
 def benchmark_scheduler(case: ServingCase):
     """The scheduler settings aiconfigurator's generator writes for the engine of a run (its rule files
     src/aiconfigurator/generator/rule_plugin/benchmark/{vllm,sglang,trtllm}.rule at commit 095f58a51c4c): the
@@ -124,7 +146,7 @@ def benchmark_scheduler(case: ServingCase):
 
 
 def simulate_case(case: ServingCase, constants: ConstantsTable | None = None, requests_per_client: int = 4,
-                  warmup_rounds: int = 1) -> LoadResult:
+                  warmup_rounds: int = 1, request_path: float = 0.0) -> LoadResult:
     """One fixed-concurrency run, simulated: closed-loop clients, the first `warmup_rounds` x C requests left out
     of the statistics as aiperf's warm-up requests are."""
     run = case.run
@@ -141,7 +163,7 @@ def simulate_case(case: ServingCase, constants: ConstantsTable | None = None, re
     tpot = float(np.mean(((req["last_token_s"] - req["first_token_s"]) / (req["tokens"] - 1))[done])) if done.any() else math.nan
     if not (math.isfinite(ttft) and math.isfinite(tpot)):
         raise TokensimError(f"{run.id}: the simulation finished no request")
-    return LoadResult(case, ttft, tpot)
+    return LoadResult(case, ttft + request_path, tpot)
 
 
 def shipped_silicon_cases() -> list[ServingCase]:
@@ -169,12 +191,16 @@ def sample_cases(cases: list[ServingCase], n: int, seed: int = 0) -> list[Servin
     return [cases[i] for i in sorted(chosen)]
 
 
-def simulate_cases(cases: list[ServingCase], constants: ConstantsTable | None = None, progress=None) -> list[LoadResult]:
-    """Each fixed-concurrency run simulated; runs the memory model cannot lay out are left out (with no result)."""
+def simulate_cases(cases: list[ServingCase], constants: ConstantsTable | None = None, progress=None,
+                   request_path: dict[str, float] | None = None) -> list[LoadResult]:
+    """Each fixed-concurrency run simulated, its engine's request path added to TTFT; runs the memory model cannot
+    lay out are left out (with no result)."""
     out = []
+    paths = request_path or {}
     for c in cases:
         try:
-            out.append(simulate_case(c, constants, requests_per_client=2, warmup_rounds=1))
+            out.append(simulate_case(c, constants, requests_per_client=2, warmup_rounds=1,
+                                     request_path=paths.get(c.deployment.engine, 0.0)))
         except TokensimError:
             pass
         if progress:

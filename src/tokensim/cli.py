@@ -518,8 +518,9 @@ def schema(kind: SchemaKind = typer.Argument(..., help="which input file", case_
 
 
 def _register_serving() -> None:
-    from tokensim.cli_serving import register
+    from tokensim.cli_serving import register, register_calibrate
     register(app, out, note)
+    register_calibrate(app, out, note)
 
 
 _register_serving()

@@ -320,3 +320,52 @@ def print_serving_validation(load: dict, out) -> None:
         tr.add_row(x["trace"], *cells)
     out.print(tr)
     out.print(f"peer: {load['peer']}")
+
+
+def register_calibrate(app: typer.Typer, out, note) -> None:
+    from tokensim.output.files import atomic_write, check_target
+    from tokensim.output.json_out import emit_json
+
+    @app.command()
+    def calibrate(
+        traces: list[str] = typer.Argument(..., help="trace folders (tokensim bench --save) or requests.jsonl files"),
+        model: str = typer.Option(..., "--model", "-m", help="catalog name or config.json path"),
+        hardware: str = typer.Option(..., "--hardware", "-H", help="catalog name or hardware file (e.g. from hardware probe)"),
+        tp: int = typer.Option(1, help="tensor-parallel degree of the measured deployment"),
+        engine: str = typer.Option("vllm", help="the measured engine"),
+        kv_cache_tokens: int | None = typer.Option(None, "--kv-cache-tokens", min=1,
+                                                   help="KV cache of the measured engine, in tokens (default: the memory model's)"),
+        out_path: str | None = typer.Option(None, "--out", "-o", help="write the calibrated profile (a fitted table) here"),
+        json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
+    ) -> None:
+        """Fit the engine constants of a deployment (per-step and per-sequence host time, bandwidth and prefill
+        efficiency) to measured traces; report the error before and after, and leaving each trace out."""
+        from tokensim.deploy.deployment import Deployment
+        from tokensim.output.progress import progress_bar
+        from tokensim.specs.hardware.catalog import load_hardware
+        from tokensim.specs.model.catalog import load_model
+        from tokensim.validate.calibrate import CALIBRATED, calibrate as run_calibrate, profile_text
+
+        target = check_target(out_path, "--out") if out_path else None
+        m, hw = load_model(model), load_hardware(hardware)
+        dep = Deployment(tp=tp, engine=engine)
+        with progress_bar("calibrating", 2 * len(CALIBRATED), enabled=not json_out) as tick:
+            report = run_calibrate(traces, m, hw, dep, kv_cache_tokens, progress=tick)
+        if target:
+            atomic_write(target, profile_text(report))
+            note.print(f"wrote {target} (use it with TOKENSIM_FITTED={target})", highlight=False)
+        if json_out:
+            return emit_json(report)
+        from rich.table import Table
+        t = Table(title=f"calibration of {engine} on {hw.name} ({hw.family})", title_justify="left")
+        for col in ("trace", "TTFT error before", "after", "held out", "TPOT error before", "after", "held out"):
+            t.add_column(col)
+        held = {r["trace"]: r for r in report["held_out"]}
+        for b, a in zip(report["before"], report["after"], strict=True):
+            h = held.get(b["trace"])
+            t.add_row(b["trace"], f"{b['ttft_error']:+.0%}", f"{a['ttft_error']:+.0%}",
+                      f"{h['ttft_error']:+.0%}" if h else "-", f"{b['tpot_error']:+.0%}", f"{a['tpot_error']:+.0%}",
+                      f"{h['tpot_error']:+.0%}" if h else "-")
+        out.print(t)
+        for name, value in report["values"].items():
+            out.print(f"  {name} = {value:.4g}")

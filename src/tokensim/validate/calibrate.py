@@ -1,0 +1,190 @@
+"""`tokensim calibrate`: fit the engine constants a deployment needs to measured traces of it.
+
+A trace is a folder (meta.json + requests.jsonl, as `tokensim bench --save` writes or the vLLM traces shipped in
+data/serving/traces) or a requests.jsonl file: each request's arrival, lengths, and its measured first and last
+token times. Every trace is replayed in the serving simulator on the deployment; the constants below, for the
+deployment's hardware family and engine, are fitted so that the simulated mean TTFT and mean TPOT match the
+measured ones (loss: mean over traces of |ln(sim / measured)| of both, the same golden-section search in log space
+inside physical bounds as `tokensim fit`). With two or more traces, each is also predicted from a fit on the others
+(the out-of-sample error). The result is a fitted table: the one in use, with these constants added for the
+deployment's family and engine, for `TOKENSIM_FITTED=FILE`.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tokensim.deploy.deployment import Deployment
+from tokensim.errors import TokensimError, bad_value
+from tokensim.perf.constants import ConstantsTable, default_table
+from tokensim.prediction.serving import default_scheduler, engine_for, read_trace_folder
+from tokensim.sim import load_trace, simulate
+from tokensim.specs.hardware.spec import HardwareSpec
+from tokensim.specs.model.spec import ModelSpec
+from tokensim.validate.fit import GOLDEN
+
+CALIBRATED = (   # name, lower bound, upper bound: what a deployment's engine adds beyond the datasheet
+    ("host_overhead_s", 1e-5, 0.2),
+    ("host_overhead_per_seq_s", 1e-8, 1e-3),
+    ("hbm_bandwidth_fraction", 0.05, 0.95),
+    ("prefill_flops_fraction", 0.02, 0.9),
+)
+
+
+@dataclass(frozen=True)
+class Trace:
+    name: str
+    requests: Path
+    ttft_s: float          # measured mean
+    tpot_s: float
+    scheduler: dict        # the engine settings its meta.json states (max_num_seqs, max_num_batched_tokens)
+    kv_cache_tokens: int | None
+
+
+def read_trace(path: str | Path) -> Trace:
+    """A trace folder or requests.jsonl, with its measured mean TTFT and TPOT."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "requests.jsonl"
+    if not path.is_file():
+        raise bad_value("trace", str(path), "a trace folder with requests.jsonl, or a requests.jsonl file")
+    ttft, tpot = [], []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+            start = r.get("queued_ts", r["arrival_time"])        # vLLM's own clock, or the client's send time
+            first, last, out = r["first_token_ts"], r["last_token_ts"], int(r["output_toks"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise bad_value(f"{path.name} line {n}", line[:80], "a request record with arrival_time (or queued_ts), "
+                            "first_token_ts, last_token_ts and output_toks") from None
+        if first is None or last is None:
+            continue                                                # a failed request: no tokens
+        ttft.append(first - start)
+        if out > 1:
+            tpot.append((last - first) / (out - 1))
+    if not ttft or not tpot:
+        raise bad_value("trace", str(path), "at least one completed request of two or more output tokens")
+    scheduler: dict = {}
+    kv = None
+    if (path.parent / "meta.json").is_file():
+        try:
+            folder = read_trace_folder(path.parent)
+        except TokensimError:
+            folder = None                                   # a meta.json of another layout: the requests alone
+        if folder is not None:
+            scheduler = {k: v for k, v in (("max_num_seqs", folder.max_num_seqs),
+                                           ("max_num_batched_tokens", folder.max_num_batched_tokens)) if v}
+            kv = folder.kv_cache_tokens
+    return Trace(path.parent.name, path, float(np.mean(ttft)), float(np.mean(tpot)), scheduler, kv)
+
+
+def simulated(trace: Trace, model: ModelSpec, hw: HardwareSpec, dep: Deployment, table: ConstantsTable,
+              kv_cache_tokens: int | None = None) -> tuple[float, float]:
+    """The trace replayed on the deployment, with the scheduler settings and KV cache its meta.json states."""
+    scheduler = default_scheduler(dep.engine, hw, **trace.scheduler) if trace.scheduler else None
+    spec = engine_for(model, hw, dep, constants=table, kv_cache_tokens=kv_cache_tokens or trace.kv_cache_tokens,
+                      scheduler=scheduler)
+    s = simulate(load_trace(trace.requests), spec, seed=0).summary
+    if s["ttft_s"]["mean"] is None or s["tpot_s"]["mean"] is None:
+        raise TokensimError(f"trace {trace.name}: the simulation finished no request")
+    return s["ttft_s"]["mean"], s["tpot_s"]["mean"]
+
+
+def _table(base: ConstantsTable, hw: HardwareSpec, engine: str, values: dict[str, float]) -> ConstantsTable:
+    return base.with_overlay({hw.family: {engine: values}})
+
+
+def _loss(traces, model, hw, dep, base, values, kv) -> float:
+    table = _table(base, hw, dep.engine, values)
+    total = 0.0
+    for t in traces:
+        ttft, tpot = simulated(t, model, hw, dep, table, kv)
+        total += abs(math.log(ttft / t.ttft_s)) + abs(math.log(tpot / t.tpot_s))
+    return total / len(traces)
+
+
+def _golden(f, lo: float, hi: float, steps: int) -> float:
+    a, b = math.log(lo), math.log(hi)
+    c, d = b - GOLDEN * (b - a), a + GOLDEN * (b - a)
+    fc, fd = f(math.exp(c)), f(math.exp(d))
+    for _ in range(steps):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - GOLDEN * (b - a)
+            fc = f(math.exp(c))
+        else:
+            a, c, fc = c, d, fd
+            d = a + GOLDEN * (b - a)
+            fd = f(math.exp(d))
+    return math.exp((a + b) / 2)
+
+
+def fit_traces(traces: list[Trace], model: ModelSpec, hw: HardwareSpec, dep: Deployment, base: ConstantsTable,
+               kv_cache_tokens: int | None = None, sweeps: int = 2, steps: int = 10, progress=None) -> dict[str, float]:
+    k = base.for_hardware(hw, dep.engine)
+    values = {name: getattr(k, name) for name, _, _ in CALIBRATED}
+    for _ in range(sweeps):
+        for name, lo, hi in CALIBRATED:
+            values[name] = _golden(lambda v, n=name: _loss(traces, model, hw, dep, base, {**values, n: v}, kv_cache_tokens),
+                                   lo, hi, steps)
+            if progress:
+                progress()
+    return values
+
+
+def _errors(traces, model, hw, dep, table, kv) -> list[dict]:
+    out = []
+    for t in traces:
+        ttft, tpot = simulated(t, model, hw, dep, table, kv)
+        out.append({"trace": t.name, "ttft_error": ttft / t.ttft_s - 1, "tpot_error": tpot / t.tpot_s - 1,
+                    "measured_ttft_s": t.ttft_s, "measured_tpot_s": t.tpot_s, "simulated_ttft_s": ttft,
+                    "simulated_tpot_s": tpot})
+    return out
+
+
+def calibrate(paths: list[str | Path], model: ModelSpec, hw: HardwareSpec, dep: Deployment,
+              kv_cache_tokens: int | None = None, progress=None) -> dict:
+    """Fit on every trace; errors before and after in sample, and leaving each trace out when there are two or more."""
+    if not paths:
+        raise bad_value("traces", paths, "one or more trace folders or requests.jsonl files")
+    traces = [read_trace(p) for p in paths]
+    base = default_table()
+    before = _errors(traces, model, hw, dep, base, kv_cache_tokens)
+    values = fit_traces(traces, model, hw, dep, base, kv_cache_tokens, progress=progress)
+    after = _errors(traces, model, hw, dep, _table(base, hw, dep.engine, values), kv_cache_tokens)
+    held_out = []
+    if len(traces) > 1:
+        for i, t in enumerate(traces):
+            others = traces[:i] + traces[i + 1:]
+            v = fit_traces(others, model, hw, dep, base, kv_cache_tokens, sweeps=1, steps=8)
+            held_out += _errors([t], model, hw, dep, _table(base, hw, dep.engine, v), kv_cache_tokens)
+    return {"family": hw.family, "engine": dep.engine, "values": values, "before": before, "after": after,
+            "held_out": held_out}
+
+
+def profile_text(report: dict) -> str:
+    """The fitted table in use, with the calibrated constants added for the family and engine (a TOML file)."""
+    base = default_table().fitted
+    lines = ["# Written by `tokensim calibrate`: the fitted table in use, with constants calibrated on measured traces",
+             "# for one hardware family and engine. Use it with TOKENSIM_FITTED=<this file>."]
+    for key in ("date", "rows", "fitted_constants", "objective"):
+        if key in base:
+            lines.append(f"{key} = {json.dumps(base[key])}")
+    constants = {fam: {eng: dict(v) for eng, v in engines.items()} for fam, engines in base.get("constants", {}).items()}
+    constants.setdefault(report["family"], {}).setdefault(report["engine"], {}).update(report["values"])
+    for fam, engines in constants.items():
+        for eng, values in engines.items():
+            lines.append(f"\n[constants.{json.dumps(fam)}.{json.dumps(eng)}]")
+            for name, value in values.items():
+                lines.append(f"{name} = {float(value)!r}")
+    for r in base.get("residuals", []):
+        lines.append("\n[[residuals]]")
+        for key, value in r.items():
+            lines.append(f"{key} = {json.dumps(value)}")
+    return "\n".join(lines) + "\n"

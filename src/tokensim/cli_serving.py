@@ -334,7 +334,8 @@ def register_calibrate(app: typer.Typer, out, note) -> None:
         tp: int = typer.Option(1, help="tensor-parallel degree of the measured deployment"),
         engine: str = typer.Option("vllm", help="the measured engine"),
         kv_cache_tokens: int | None = typer.Option(None, "--kv-cache-tokens", min=1,
-                                                   help="KV cache of the measured engine, in tokens (default: the memory model's)"),
+                                                   help="KV cache of the measured engine, in tokens "
+                                                        "(default: the memory model's)"),
         out_path: str | None = typer.Option(None, "--out", "-o", help="write the calibrated profile (a fitted table) here"),
         json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
     ) -> None:
@@ -344,7 +345,8 @@ def register_calibrate(app: typer.Typer, out, note) -> None:
         from tokensim.output.progress import progress_bar
         from tokensim.specs.hardware.catalog import load_hardware
         from tokensim.specs.model.catalog import load_model
-        from tokensim.validate.calibrate import CALIBRATED, calibrate as run_calibrate, profile_text
+        from tokensim.validate.calibrate import CALIBRATED, profile_text
+        from tokensim.validate.calibrate import calibrate as run_calibrate
 
         target = check_target(out_path, "--out") if out_path else None
         m, hw = load_model(model), load_hardware(hardware)

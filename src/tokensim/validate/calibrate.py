@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,7 +149,7 @@ def _errors(traces, model, hw, dep, table, kv) -> list[dict]:
     return out
 
 
-def calibrate(paths: list[str | Path], model: ModelSpec, hw: HardwareSpec, dep: Deployment,
+def calibrate(paths: Sequence[str | Path], model: ModelSpec, hw: HardwareSpec, dep: Deployment,
               kv_cache_tokens: int | None = None, progress=None) -> dict:
     """Fit on every trace; errors before and after in sample, and leaving each trace out when there are two or more."""
     if not paths:

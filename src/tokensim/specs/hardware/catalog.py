@@ -32,7 +32,7 @@ def find_name(text: str) -> str | None:
     return _alias_index().get(normalize(text))
 
 
-def load_hardware(name_or_path: "str | HardwareSpec") -> HardwareSpec:
+def load_hardware(name_or_path: str | HardwareSpec) -> HardwareSpec:
     """A catalog name (exact, or an alias after normalization) or a path to a TOML/YAML file."""
     if isinstance(name_or_path, HardwareSpec):
         return name_or_path

@@ -26,7 +26,8 @@ class MemoryTier:
     def __post_init__(self) -> None:
         require(self.tier in ("sram", "hbm", "dram"), "memory.tier", self.tier, '"sram", "hbm" or "dram"')
         require(self.capacity_bytes > 0, f"memory.{self.tier}.capacity_bytes", self.capacity_bytes, "a positive number")
-        require(self.bandwidth_bytes_per_s > 0, f"memory.{self.tier}.bandwidth_bytes_per_s", self.bandwidth_bytes_per_s, "a positive number")
+        require(self.bandwidth_bytes_per_s > 0, f"memory.{self.tier}.bandwidth_bytes_per_s", self.bandwidth_bytes_per_s,
+                "a positive number")
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,8 @@ class Link:
 
     def __post_init__(self) -> None:
         require(self.name in ("scale_up", "scale_out"), "links.name", self.name, '"scale_up" or "scale_out"')
-        require(self.bandwidth_bytes_per_s > 0, f"links.{self.name}.bandwidth_bytes_per_s", self.bandwidth_bytes_per_s, "a positive number")
+        require(self.bandwidth_bytes_per_s > 0, f"links.{self.name}.bandwidth_bytes_per_s", self.bandwidth_bytes_per_s,
+                "a positive number")
         require(self.latency_s >= 0, f"links.{self.name}.latency_s", self.latency_s, "zero or more seconds")
 
 
@@ -88,7 +90,7 @@ class HardwareSpec:
         return next(t for t in self.memory if t.holds_weights)
 
     def link(self, name: str) -> Link | None:
-        return next((l for l in self.links if l.name == name), None)
+        return next((link for link in self.links if link.name == name), None)
 
     @property
     def capacity_bytes(self) -> float:

@@ -1,7 +1,6 @@
 """The shipped model catalog (data/models/catalog.toml + config files) and loading a user's config.json."""
 from __future__ import annotations
 
-import json
 import tomllib
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -9,10 +8,10 @@ from importlib import resources
 from pathlib import Path
 
 from tokensim.catalog import alias_index, normalize, unknown
-from tokensim.inputs.files import exists
 from tokensim.errors import TokensimError, bad_value
-from tokensim.specs.precision import get_precision
+from tokensim.inputs.files import exists
 from tokensim.specs.model.spec import ModelSpec, WeightPrecisions
+from tokensim.specs.precision import get_precision
 
 
 @dataclass(frozen=True)
@@ -81,7 +80,7 @@ def catalog_model(name: str) -> ModelSpec:
     return _with_overrides(spec_from_config(config, name=name, source=e.source), e.weights)
 
 
-def load_model(name_or_path: "str | ModelSpec") -> ModelSpec:
+def load_model(name_or_path: str | ModelSpec) -> ModelSpec:
     """A catalog name (exact, or an alias after normalization) or a path to a config.json."""
     if isinstance(name_or_path, ModelSpec):
         return name_or_path

@@ -18,8 +18,8 @@ Parameters are counted weight by weight; the cost fields follow spec.Attention:
 """
 from __future__ import annotations
 
-from tokensim.specs.model.spec import Attention
 from tokensim.specs.model.hf_fields import Fields
+from tokensim.specs.model.spec import Attention
 
 # Families whose attention_bias covers q, k, v but not the output projection.
 _QKV_BIAS_ONLY = ("qwen2", "qwen2_moe", "glm4_moe")
@@ -69,7 +69,7 @@ def gqa(f: Fields, model_type: str, hidden: int, window: int | None = None, glob
 
 
 def _minimax_sparse(f: Fields, hidden: int, params: int) -> tuple[int, int, int, int]:
-    s = f.sub("sparse_attention_config")
+    s = f.table("sparse_attention_config")
     heads, dim = s.int("sparse_num_index_heads"), s.int("sparse_index_dim")
     indexer = hidden * heads * dim + hidden * dim + hidden * heads
     topk = s.int("sparse_topk_blocks") * s.int("sparse_block_size")

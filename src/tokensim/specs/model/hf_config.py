@@ -18,11 +18,9 @@ from pathlib import Path
 
 from tokensim.errors import TokensimError, bad_value
 from tokensim.inputs.files import parse, read_text
-from tokensim.specs.model import hf_extras
-from tokensim.specs.model import hf_layers
-from tokensim.specs.model import hf_quant
+from tokensim.specs.model import hf_extras, hf_layers, hf_quant
 from tokensim.specs.model.hf_fields import Fields
-from tokensim.specs.model.spec import MoE, ModelSpec
+from tokensim.specs.model.spec import ModelSpec, MoE
 
 _DEEPSEEK_REFERENCE = {"hidden_size": "dim", "intermediate_size": "inter_dim", "moe_intermediate_size": "moe_inter_dim",
                        "num_hidden_layers": "n_layers", "first_k_dense_replace": "n_dense_layers",
@@ -94,9 +92,9 @@ def spec_from_config(config: object, name: str, source: str = "") -> ModelSpec:
     m = text.int("hc_mult", default=1) if fam == "deepseek_v4" else 1
     if m > 1:
         final_norm += m * m * hidden + m + 1                         # hyper-connection head before the norm
-    moe_at = [i for i, l in enumerate(layers) if isinstance(l.ffn, MoE)]
+    moe_at = [i for i, layer in enumerate(layers) if isinstance(layer.ffn, MoE)]
     dense_at = [i for i, s in enumerate(slots) if s.ffn == "dense"]
-    has_shared = any(l.ffn.shared_params for l in layers if isinstance(l.ffn, MoE))
+    has_shared = any(layer.ffn.shared_params for layer in layers if isinstance(layer.ffn, MoE))
     weights = hf_quant.weights(text, outer, dense_at[0] if dense_at else 0, moe_at[0] if moe_at else 0, has_shared)
     return ModelSpec(
         name=name, hidden_size=hidden, vocab_size=vocab, layers=layers,

@@ -36,8 +36,8 @@ def mtp_params(f: Fields, fam: str, hidden: int, layers: tuple[Layer, ...]) -> i
         total = 0
         for i in range(n):
             ratio = ratios[len(layers) + i] if len(layers) + i < len(ratios) else 0
-            body = Layer(deepseek_v4(f, hidden, ratio), layers[-1].ffn, layers[-1].norm_params)
-            total += module + body.params + m * m * hidden + m + 1
+            v4_layer = Layer(deepseek_v4(f, hidden, ratio), layers[-1].ffn, layers[-1].norm_params)
+            total += module + v4_layer.params + m * m * hidden + m + 1
         return total
     if fam == "nemotron_h":
         data = {k: v for k, v in f.data.items() if k not in ("hybrid_override_pattern", "layers_block_type")}
@@ -48,7 +48,7 @@ def mtp_params(f: Fields, fam: str, hidden: int, layers: tuple[Layer, ...]) -> i
         sub = Fields(data, f.where)
         blocks = len(hf_layers.nemotron_pattern(sub))
         body = hf_layers.build_layers(sub, fam, hidden, hf_layers.plan(sub, fam, blocks))
-        return n * (module + sum(l.params for l in body))
+        return n * (module + sum(layer.params for layer in body))
     return n * (module + layers[-1].params)
 
 

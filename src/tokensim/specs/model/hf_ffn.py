@@ -12,8 +12,8 @@ names its widths differently; `moe` reads them all:
 """
 from __future__ import annotations
 
-from tokensim.specs.model.spec import DenseFFN, MoE
 from tokensim.specs.model.hf_fields import Fields
+from tokensim.specs.model.spec import DenseFFN, MoE
 
 _PLAIN_ACTIVATIONS = ("relu2", "relu", "gelu", "gelu_new", "gelu_pytorch_tanh")
 _ROUTER_BIAS = ("deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm_moe_dsa", "deepseek_v4",
@@ -89,7 +89,7 @@ def moe_flags(f: Fields, n_layers: int) -> list[bool]:
         return [False] * n_layers
     freq = f.get("moe_layer_freq", 1)
     if isinstance(freq, list):                                       # MiniMax-M3: one flag per layer
-        flags = f.list("moe_layer_freq", length=n_layers)
+        flags = f.list_of("moe_layer_freq", length=n_layers)
         return [bool(x) for x in flags[:n_layers]]
     freq = f.int("moe_layer_freq", default=1)
     first_dense = f.int("first_k_dense_replace", default=0, minimum=0)

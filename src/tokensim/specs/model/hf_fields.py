@@ -69,7 +69,7 @@ class Fields:
             raise bad_value(self.name(key), _short(value), f"an integer <= {limit:,} ({why})")
         return int(value)
 
-    def int_of(self, *keys: str, default: Any = _MISSING, minimum: int = 1) -> int:
+    def int_of(self, *keys: str, default: Any = _MISSING, minimum: builtins.int = 1) -> builtins.int:
         """The first of `keys` that is set, read as an integer; missing ones are named together."""
         key = self.first(*keys)
         if key is None:
@@ -103,7 +103,8 @@ class Fields:
             raise bad_value(self.name(key), _short(value), "a string")
         return value
 
-    def list(self, key: str, of: type = builtins.int, length: int | None = None) -> list | None:
+    def list(self, key: builtins.str, of: type = builtins.int,
+             length: builtins.int | None = None) -> builtins.list | None:
         """A list of `of` (ints or strings), or None when the field is absent."""
         value = self.data.get(key)
         if value is None:
@@ -117,13 +118,27 @@ class Fields:
             raise bad_value(self.name(key), f"{len(value)} entries", f"at least {length} entries, one per layer")
         return value
 
-    def sub(self, key: str) -> "Fields | None":
+    def sub(self, key: builtins.str) -> Fields | None:
         value = self.data.get(key)
         if value is None:
             return None
         if not isinstance(value, dict):
             raise bad_value(self.name(key), _short(value), "a JSON object")
         return Fields(value, self.name(key) + ".")
+
+    def table(self, key: builtins.str) -> Fields:
+        """A sub-object that must be there (a missing one is named like any missing field)."""
+        sub = self.sub(key)
+        if sub is None:
+            raise bad_value(self.name(key), None, "a JSON object (the field is missing)")
+        return sub
+
+    def list_of(self, key: builtins.str, of: type = builtins.int, length: builtins.int | None = None) -> builtins.list:
+        """A list that must be there."""
+        value = self.list(key, of, length)
+        if value is None:
+            raise bad_value(self.name(key), None, f"a list of {of.__name__} (the field is missing)")
+        return value
 
 
 def _short(value: Any) -> Any:

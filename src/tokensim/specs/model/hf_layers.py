@@ -116,13 +116,13 @@ def plan(f: Fields, fam: str, n: int) -> list[Slot]:
     moe = ffn.moe_flags(f, n)
     ffns = ["moe" if m else "dense" for m in moe]
     if fam == "gqa":
-        sparse = (f.sub("sparse_attention_config") or Fields({})).list("sparse_attention_freq")
+        sparse = (f.sub("sparse_attention_config") or Fields({})).list("sparse_attention_freq", length=n)
         mixers = _gqa_windows(f, mt, n)
         return [Slot("attn_sparse" if sparse and sparse[i] else m, ffns[i], w) for i, (m, w) in enumerate(mixers)]
     if fam == "mla":
         return [Slot("mla", x) for x in ffns]
     if fam == "deepseek_v4":
-        ratios = f.list("compress_ratios", length=n)
+        ratios = f.list_of("compress_ratios", length=n)
         hashed = f.int("num_hash_layers", default=0, minimum=0)
         return [Slot("v4", "moe_hash" if i < hashed else "moe", ratio=ratios[i]) for i in range(n)]
     if fam == "qwen_hybrid":
@@ -132,7 +132,7 @@ def plan(f: Fields, fam: str, n: int) -> list[Slot]:
             types = ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(n)]
         return [Slot("attn" if t == "full_attention" else "gdn", ffns[i]) for i, t in enumerate(types)]
     if fam == "kimi_linear":
-        c = f.sub("linear_attn_config")
+        c = f.table("linear_attn_config")
         full = set(c.list("full_attn_layers") or ())
         kda = set(c.list("kda_layers") or ())
         return [Slot("mla" if i + 1 in full or i + 1 not in kda else "kda", ffns[i]) for i in range(n)]

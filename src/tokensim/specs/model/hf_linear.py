@@ -6,8 +6,8 @@ rank-1 update, read-out) plus 2 per convolution tap; the projections are counted
 """
 from __future__ import annotations
 
-from tokensim.specs.model.spec import LinearMixer
 from tokensim.specs.model.hf_fields import Fields
+from tokensim.specs.model.spec import LinearMixer
 
 
 def _mixer(kind: str, params: int, state: int, conv_channels: int, kernel: int) -> LinearMixer:
@@ -29,7 +29,7 @@ def gated_deltanet(f: Fields, hidden: int) -> LinearMixer:
 
 def kimi_delta(f: Fields, hidden: int) -> LinearMixer:
     """Kimi Delta Attention (`linear_attn_config`): q/k/v with short convs, low-rank decay gate, beta, output gate."""
-    c = f.sub("linear_attn_config")
+    c = f.table("linear_attn_config")
     heads, d, kernel = c.int("num_heads"), c.int("head_dim"), c.int("short_conv_kernel_size")
     inner = heads * d
     out_gate = hidden * inner if c.bool("use_full_rank_gate") else hidden * d + d * inner

@@ -23,9 +23,9 @@ import fnmatch
 import re
 
 from tokensim.errors import bad_value
-from tokensim.specs.precision import get_precision
 from tokensim.specs.model.hf_fields import Fields
 from tokensim.specs.model.spec import WeightPrecisions
+from tokensim.specs.precision import get_precision
 
 _PREFIXES = ("model.layers", "language_model.model.layers", "model.language_model.layers")
 _LAYER_GROUPS = ("attention", "dense_ffn", "shared_experts", "routed_experts")
@@ -138,6 +138,8 @@ def weights(text: Fields, outer: Fields, first_dense: int, first_moe: int, has_s
         return WeightPrecisions(**groups)
     method = qc.str("quant_method")
     key: str
+    scheme: str | None
+    linear: tuple[str, ...]
     if method in ("fp8", "mxfp4"):
         key = "modules_to_not_convert"
         scheme, ignore = method, qc.list(key, of=str) or []

@@ -159,12 +159,12 @@ class ModelSpec:
     @property
     def total_params(self) -> int:
         """Language model without MTP modules and vision tower."""
-        return self.embed_params + self.lm_head_params + self.final_norm_params + sum(l.params for l in self.layers)
+        return self.embed_params + self.lm_head_params + self.final_norm_params + sum(layer.params for layer in self.layers)
 
     @property
     def active_params(self) -> int:
         """Weights used per token, without the input embedding table (DeepSeek's and OpenAI's convention)."""
-        return self.lm_head_params + self.final_norm_params + sum(l.active_params for l in self.layers)
+        return self.lm_head_params + self.final_norm_params + sum(layer.active_params for layer in self.layers)
 
     @property
     def lm_head_matmul_params(self) -> int:
@@ -172,4 +172,4 @@ class ModelSpec:
 
     @property
     def is_moe(self) -> bool:
-        return any(isinstance(l.ffn, MoE) for l in self.layers)
+        return any(isinstance(layer.ffn, MoE) for layer in self.layers)

@@ -44,3 +44,13 @@ def test_speculation_routes_every_verified_token():
     spec = bytes_per_token(ctx, 1, 1000, tokens_per_step=2.7, verified_per_step=4.0) * 2.7
     assert spec == pytest.approx(four_kept, rel=1e-12)        # the same bytes per step: 4 tokens routed
     assert bytes_per_token(ctx, 1, 1000, 2.7, 4.0) > bytes_per_token(ctx, 1, 1000, 2.7)   # counting 2.7 routed undercounts
+
+
+@pytest.mark.parametrize("field,value", [("batch", 10**12), ("tp", 10**9), ("input_tokens", 2**40), ("batch", True),
+                                         ("output_tokens", 0)])
+def test_library_callers_are_bounded_too(field, value):
+    """Files are bounded when read; a Deployment built in Python refuses runaway sizes with the same kind of message."""
+    from tokensim.errors import TokensimError
+
+    with pytest.raises(TokensimError, match=field):
+        Deployment(**{field: value})

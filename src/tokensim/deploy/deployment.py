@@ -11,6 +11,13 @@ from tokensim.perf.engines import canonical_engine, engine_profiles
 from tokensim.specs.precision import COMPUTE_ORDER, get_precision
 
 
+# Bounds on what a library caller may ask for (files are bounded by tokensim.inputs): far beyond any real deployment,
+# low enough that no computation on them runs away.
+MAX_DEGREE = 65_536          # chips along one parallel dimension
+MAX_BATCH = 100_000_000      # concurrent sequences
+MAX_TOKENS = 2**31 - 1       # tokens of one sequence
+
+
 @dataclass(frozen=True)
 class SpecDecode:
     """Speculative decoding: `draft_tokens` proposed per step, accepted with `acceptance` (one rate or per position)."""
@@ -67,12 +74,14 @@ class Deployment:
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "ep", "dp", "attn_dp"):
             v = getattr(self, name)
-            require(isinstance(v, int) and v >= 1, name, v, "an integer >= 1")
-        require(isinstance(self.batch, int) and self.batch >= 1, "batch", self.batch, "an integer >= 1")
-        require(isinstance(self.input_tokens, int) and self.input_tokens >= 1,
-                "input_tokens", self.input_tokens, "an integer >= 1")
-        require(isinstance(self.output_tokens, int) and self.output_tokens >= 1,
-                "output_tokens", self.output_tokens, "an integer >= 1")
+            require(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_DEGREE, name, v,
+                    f"an integer from 1 to {MAX_DEGREE:,}")
+        require(isinstance(self.batch, int) and not isinstance(self.batch, bool) and 1 <= self.batch <= MAX_BATCH,
+                "batch", self.batch, f"an integer from 1 to {MAX_BATCH:,}")
+        for name in ("input_tokens", "output_tokens"):
+            v = getattr(self, name)
+            require(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_TOKENS, name, v,
+                    f"an integer from 1 to {MAX_TOKENS:,}")
         engine = canonical_engine(self.engine) if isinstance(self.engine, str) else None
         require(engine is not None, "engine", self.engine, f"one of {', '.join(sorted(engine_profiles()))} (tokensim engines)")
         object.__setattr__(self, "engine", engine)       # one spelling per engine ("vLLM", "vllm-openai" -> "vllm")

@@ -10,7 +10,6 @@ from tokensim.errors import bad_value, require
 from tokensim.perf.engines import canonical_engine, engine_profiles
 from tokensim.specs.precision import COMPUTE_ORDER, get_precision
 
-
 # Bounds on what a library caller may ask for (files are bounded by tokensim.inputs): far beyond any real deployment,
 # low enough that no computation on them runs away.
 MAX_DEGREE = 65_536          # chips along one parallel dimension

@@ -285,9 +285,14 @@ def plan(
     engine: Engine = typer.Option("default", case_sensitive=False, metavar=ENGINE_METAVAR, help=ENGINE_HELP),
     csv_path: str | None = typer.Option(None, "--csv", help="write every evaluated deployment to this CSV"),
     plot: str | None = typer.Option(None, "--plot", help="write the Pareto front as PNG and SVG"),
+    rate: float | None = typer.Option(None, "--rate", help="capacity planning: requests/s to serve (with --slo-ttft, "
+                                      "--slo-tpot); the simulator checks the cheapest candidates near the knee"),
+    slo_ttft: float = typer.Option(2.0, "--slo-ttft", help="with --rate: 99th-percentile TTFT objective, seconds"),
+    slo_tpot: float = typer.Option(1 / 30, "--slo-tpot", help="with --rate: mean time per output token objective, seconds"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
-    """Search deployments (chips, TP/PP/EP/DP, batch, precision, speculation, disaggregation) and print the Pareto front."""
+    """Search deployments (chips, TP/PP/EP/DP, batch, precision, speculation, disaggregation) and print the Pareto
+    front; with --rate, the cheapest deployments that serve that rate within the TTFT and TPOT objectives."""
     from tokensim.output.plan_table import plan_json, print_plan, write_csv
     from tokensim.output.progress import progress_bar
     from tokensim.plan.search import PlanRequest, candidate_groups
@@ -295,6 +300,12 @@ def plan(
     from tokensim.specs.hardware.catalog import load_hardware
     from tokensim.specs.model.catalog import load_model
 
+    if rate is not None:
+        from tokensim.cli_serving import capacity_command
+        return capacity_command(out, model, hardware, rate, slo_ttft, slo_tpot, max_chips,
+                                renamed(input_tokens, old_input, "--input-tokens", "--input", 1024),
+                                renamed(output_tokens, old_output, "--output-tokens", "--output", 256),
+                                "vllm" if str(engine) == "default" else str(engine), json_out)
     csv_target = check_target(csv_path, "--csv") if csv_path else None
     plot_target = check_target(plot, "--plot") if plot else None
     req = PlanRequest(load_model(model), tuple(load_hardware(h) for h in hardware), max_chips=max_chips,

@@ -371,3 +371,40 @@ def register_calibrate(app: typer.Typer, out, note) -> None:
         out.print(t)
         for name, value in report["values"].items():
             out.print(f"  {name} = {value:.4g}")
+
+
+def capacity_command(out, model: str, hardware: list[str], rate: float, slo_ttft: float, slo_tpot: float,
+                     max_chips: int, input_tokens: int, output_tokens: int, engine: str, json_out: bool) -> None:
+    """`tokensim plan --rate`: the cheapest deployments that serve `rate` within the objectives."""
+    from rich.table import Table
+
+    from tokensim.output.json_out import emit_json
+    from tokensim.output.progress import progress_bar
+    from tokensim.plan.capacity import CapacityRequest, capacity_plan
+    from tokensim.specs.hardware.catalog import load_hardware
+    from tokensim.specs.model.catalog import load_model
+
+    req = CapacityRequest(load_model(model), tuple(load_hardware(h) for h in hardware), rate_per_s=rate,
+                          slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot, input_tokens=input_tokens,
+                          output_tokens=output_tokens, engine=engine, max_chips_per_replica=max_chips)
+    with progress_bar("simulating candidates", req.candidates, enabled=not json_out) as tick:
+        best, checked = capacity_plan(req, progress=tick)
+    if json_out:
+        return emit_json({"best": best.to_dict() if best else None, "checked": [c.to_dict() for c in checked]})
+    t = Table(title=f"{model} at {rate:g} requests/s ({input_tokens} in / {output_tokens} out): TTFT p99 <= {slo_ttft:g} s, "
+                    f"TPOT <= {slo_tpot * 1e3:.1f} ms", title_justify="left")
+    for col in ("hardware", "replica", "replicas", "chips", "$/h", "TTFT p99", "TPOT mean", "meets"):
+        t.add_column(col)
+    for c in checked:
+        d = c.deployment
+        t.add_row(c.hardware, f"tp {d.tp} pp {d.pp} ep {d.ep}, batch {d.batch}, {d.weights or 'checkpoint'}/{d.kv}",
+                  str(c.replicas), str(c.chips), f"{c.usd_per_hour:.2f}" if c.usd_per_hour is not None else "-",
+                  f"{c.simulated['ttft_p99_s']:.3g} s" if c.simulated.get("ttft_p99_s") is not None else "-",
+                  f"{c.simulated['tpot_mean_s'] * 1e3:.1f} ms" if c.simulated.get("tpot_mean_s") is not None else "-",
+                  "yes" if c.simulated.get("meets") else "no")
+    out.print(t)
+    if best is None:
+        raise TokensimError("none of the cheapest candidates meets the objectives in the simulator, even with "
+                            "extra replicas: loosen an objective, lower the rate or allow more chips per replica")
+    out.print(f"cheapest that holds: {best.replicas} x ({best.deployment.tp * best.deployment.pp} x {best.hardware}), "
+              f"{best.chips} chips" + (f", ${best.usd_per_hour:.2f}/h" if best.usd_per_hour is not None else ""))

@@ -1,0 +1,45 @@
+"""Capacity planning (issue 12): the cheapest deployment serving a rate within TTFT and TPOT objectives, decided by
+the simulator near the knee."""
+import pytest
+
+import tokensim
+from tokensim.errors import TokensimError
+from tokensim.plan.capacity import CapacityRequest, capacity_plan
+
+
+@pytest.fixture(scope="module")
+def planned():
+    req = CapacityRequest(tokensim.load_model("llama-3.1-8b"), (tokensim.load_hardware("h100-sxm"),), rate_per_s=6.0,
+                          slo_ttft_s=1.0, slo_tpot_s=0.05, input_tokens=1000, output_tokens=200, max_chips_per_replica=2,
+                          requests=600)
+    return req, *capacity_plan(req)
+
+
+def test_the_answer_meets_the_objectives_in_the_simulator(planned):
+    req, best, checked = planned
+    assert best is not None and best.simulated["meets"]
+    assert best.simulated["ttft_p99_s"] <= req.slo_ttft_s and best.simulated["tpot_mean_s"] <= req.slo_tpot_s
+    assert best.usd_per_hour == min(c.usd_per_hour for c in checked if c.simulated["meets"])
+
+
+def test_one_replica_fewer_misses_the_objectives_or_the_answer_has_one(planned):
+    """The knee: the answer's replica count is the least the simulator accepts (within the steps it tries)."""
+    req, best, _ = planned
+    if best.replicas > 1:
+        fewer = [t for t in best.simulated["tried"] if t["replicas"] == best.replicas - 1]
+        assert fewer and not fewer[0]["meets"]
+
+
+def test_a_rate_far_beyond_reach_is_refused_with_the_reason():
+    req = CapacityRequest(tokensim.load_model("llama-3.1-70b"), (tokensim.load_hardware("a100-sxm"),), rate_per_s=5.0,
+                          slo_ttft_s=0.001, slo_tpot_s=0.001, max_chips_per_replica=8)
+    with pytest.raises(TokensimError, match="even unloaded"):
+        capacity_plan(req)
+
+
+@pytest.mark.parametrize("field", ["rate_per_s", "slo_ttft_s", "slo_tpot_s"])
+def test_bad_objectives_name_the_field(field):
+    kw = dict(rate_per_s=1.0, slo_ttft_s=1.0, slo_tpot_s=0.05)
+    kw[field] = float("nan")
+    with pytest.raises(TokensimError, match=field):
+        CapacityRequest(tokensim.load_model("llama-3.1-8b"), (tokensim.load_hardware("h100-sxm"),), **kw)

@@ -1,0 +1,48 @@
+"""A coding-agent loop against OpenAI-compatible endpoints: what a faster model does to an agent's wall time.
+
+Each step sends the conversation so far (the model call), waits for the answer, then "runs a tool" (sleeps); the
+wall time of the whole loop is printed per endpoint. Point it at real servers, or at deployments emulated by
+`tokensim serve --emulate SCENARIO`, which answer with the simulated timing of that deployment:
+
+    tokensim serve --emulate kimi-k2.6-cs3 --port 8001 &
+    tokensim serve --emulate kimi-k2.6-gpu --port 8002 &
+    python examples/agent_loop.py http://127.0.0.1:8001 http://127.0.0.1:8002 --steps 5
+
+Needs the official client: pip install openai.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+from openai import OpenAI
+
+
+def agent_loop(base_url: str, steps: int, output_tokens: int, fresh_words: int, tool_s: float) -> float:
+    client = OpenAI(base_url=f"{base_url}/v1", api_key="unused")
+    model = client.models.list().data[0].id
+    messages = [{"role": "system", "content": "You are a coding agent."}]
+    start = time.perf_counter()
+    for step in range(steps):
+        messages.append({"role": "user", "content": " ".join(["error"] * fresh_words) + f" (step {step})"})
+        reply = client.chat.completions.create(model=model, messages=messages, max_tokens=output_tokens, stream=False)
+        messages.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
+        time.sleep(tool_s)                                  # the tool: run the tests, read the errors
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("urls", nargs="+", help="base URLs of OpenAI-compatible endpoints")
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--output-tokens", type=int, default=523, help="tokens per answer (TraceLab's mean step: 523)")
+    ap.add_argument("--fresh-words", type=int, default=600, help="new input words per step")
+    ap.add_argument("--tool-s", type=float, default=0.5, help="seconds of tool time per step")
+    args = ap.parse_args()
+    for url in args.urls:
+        wall = agent_loop(url, args.steps, args.output_tokens, args.fresh_words, args.tool_s)
+        print(f"{url}: {args.steps} steps in {wall:.1f} s ({args.steps * args.tool_s:.1f} s of it in tools)")
+
+
+if __name__ == "__main__":
+    main()

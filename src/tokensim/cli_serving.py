@@ -351,7 +351,7 @@ def register_calibrate(app: typer.Typer, out, note) -> None:
         target = check_target(out_path, "--out") if out_path else None
         m, hw = load_model(model), load_hardware(hardware)
         dep = Deployment(tp=tp, engine=engine)
-        with progress_bar("calibrating", 2 * len(CALIBRATED), enabled=not json_out) as tick:
+        with progress_bar("calibrating", 4 * len(CALIBRATED), enabled=not json_out) as tick:
             report = run_calibrate(traces, m, hw, dep, kv_cache_tokens, progress=tick)
         if target:
             atomic_write(target, profile_text(report))

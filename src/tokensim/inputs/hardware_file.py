@@ -124,6 +124,8 @@ class HardwareFile(InputModel):
     power: PowerTable | None = None
     price: PriceTable | None = None
     system: SystemTable | None = None
+    probe: Annotated[dict[str, Any], Field(max_length=64, description="how `tokensim hardware probe` measured this machine "
+                                           "(conditions and raw figures; read by people, not by the model)")] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> HardwareFile:

@@ -32,6 +32,7 @@ CALIBRATED = (   # name, lower bound, upper bound: what a deployment's engine ad
     ("host_overhead_s", 1e-5, 0.2),
     ("host_overhead_per_seq_s", 1e-8, 1e-3),
     ("hbm_bandwidth_fraction", 0.05, 0.95),
+    ("gemm_flops_fraction", 0.02, 0.9),
     ("prefill_flops_fraction", 0.02, 0.9),
 )
 
@@ -127,7 +128,7 @@ def _golden(f, lo: float, hi: float, steps: int) -> float:
 
 
 def fit_traces(traces: list[Trace], model: ModelSpec, hw: HardwareSpec, dep: Deployment, base: ConstantsTable,
-               kv_cache_tokens: int | None = None, sweeps: int = 2, steps: int = 10, progress=None) -> dict[str, float]:
+               kv_cache_tokens: int | None = None, sweeps: int = 4, steps: int = 10, progress=None) -> dict[str, float]:
     k = base.for_hardware(hw, dep.engine)
     values = {name: getattr(k, name) for name, _, _ in CALIBRATED}
     for _ in range(sweeps):
@@ -163,7 +164,7 @@ def calibrate(paths: Sequence[str | Path], model: ModelSpec, hw: HardwareSpec, d
     if len(traces) > 1:
         for i, t in enumerate(traces):
             others = traces[:i] + traces[i + 1:]
-            v = fit_traces(others, model, hw, dep, base, kv_cache_tokens, sweeps=1, steps=8)
+            v = fit_traces(others, model, hw, dep, base, kv_cache_tokens, sweeps=2, steps=8)
             held_out += _errors([t], model, hw, dep, _table(base, hw, dep.engine, v), kv_cache_tokens)
     return {"family": hw.family, "engine": dep.engine, "values": values, "before": before, "after": after,
             "held_out": held_out}

@@ -26,7 +26,7 @@ from tokensim.prediction.serving import default_scheduler, engine_for, read_trac
 from tokensim.sim import load_trace, simulate
 from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.specs.model.spec import ModelSpec
-from tokensim.validate.fit import GOLDEN
+from tokensim.validate.fit import golden_log
 
 CALIBRATED = (   # name, lower bound, upper bound: what a deployment's engine adds beyond the datasheet
     ("host_overhead_s", 1e-5, 0.2),
@@ -111,29 +111,13 @@ def _loss(traces, model, hw, dep, base, values, kv) -> float:
     return total / len(traces)
 
 
-def _golden(f, lo: float, hi: float, steps: int) -> float:
-    a, b = math.log(lo), math.log(hi)
-    c, d = b - GOLDEN * (b - a), a + GOLDEN * (b - a)
-    fc, fd = f(math.exp(c)), f(math.exp(d))
-    for _ in range(steps):
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - GOLDEN * (b - a)
-            fc = f(math.exp(c))
-        else:
-            a, c, fc = c, d, fd
-            d = a + GOLDEN * (b - a)
-            fd = f(math.exp(d))
-    return math.exp((a + b) / 2)
-
-
 def fit_traces(traces: list[Trace], model: ModelSpec, hw: HardwareSpec, dep: Deployment, base: ConstantsTable,
                kv_cache_tokens: int | None = None, sweeps: int = 4, steps: int = 10, progress=None) -> dict[str, float]:
     k = base.for_hardware(hw, dep.engine)
     values = {name: getattr(k, name) for name, _, _ in CALIBRATED}
     for _ in range(sweeps):
         for name, lo, hi in CALIBRATED:
-            values[name] = _golden(lambda v, n=name: _loss(traces, model, hw, dep, base, {**values, n: v}, kv_cache_tokens),
+            values[name] = golden_log(lambda v, n=name: _loss(traces, model, hw, dep, base, {**values, n: v}, kv_cache_tokens),
                                    lo, hi, steps)
             if progress:
                 progress()

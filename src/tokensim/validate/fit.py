@@ -90,7 +90,8 @@ def _loss(cases: list[Case], values: dict[Param, float]) -> float:
     return total / max(len(cases), 1)
 
 
-def _golden(f, lo: float, hi: float, steps: int) -> float:
+def golden_log(f, lo: float, hi: float, steps: int) -> float:
+    """Golden-section search for the minimum of f on [lo, hi] in log space (positive parameters), `steps` narrowings."""
     a, b = math.log(lo), math.log(hi)
     c, d = b - GOLDEN * (b - a), a + GOLDEN * (b - a)
     fc, fd = f(math.exp(c)), f(math.exp(d))
@@ -132,7 +133,7 @@ def fit(cases: list[Case], start: dict[Param, float], sweeps: int = 2, steps: in
         for p in PARAMS:
             rel = _relevant(p, pinned)
             if rel:
-                values[p] = _golden(lambda v, rel=rel, p=p: _loss(rel, {**values, p: v}), p.lo, p.hi, steps)
+                values[p] = golden_log(lambda v, rel=rel, p=p: _loss(rel, {**values, p: v}), p.lo, p.hi, steps)
             else:
                 values[p] = priors[p]
             if progress:

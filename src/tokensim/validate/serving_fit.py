@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tokensim.perf.constants import default_table
-from tokensim.validate.fit import LOSS_CAP, Param, _golden, table_for
+from tokensim.validate.fit import LOSS_CAP, Param, golden_log, table_for
 from tokensim.validate.serving import ServingCase, steady_tpot
 
 SERVING_ENGINES = ("vllm", "sglang", "trtllm")
@@ -66,7 +66,7 @@ def fit_engines(cases: list[ServingCase], start: dict[Param, float], sweeps: int
             if not rows:
                 values[p] = prior[p]
                 continue
-            values[p] = _golden(lambda v, rows=rows, p=p: loss(rows, {**fixed, **values, p: v}), p.lo, p.hi, steps)
+            values[p] = golden_log(lambda v, rows=rows, p=p: loss(rows, {**fixed, **values, p: v}), p.lo, p.hi, steps)
             if progress:
                 progress()
     return values

@@ -8,25 +8,36 @@ wall time of the whole loop is printed per endpoint. Point it at real servers, o
     tokensim serve --emulate kimi-k2.6-gpu --port 8002 &
     python examples/agent_loop.py http://127.0.0.1:8001 http://127.0.0.1:8002 --steps 5
 
-Needs the official client: pip install openai.
+Plain HTTP from the standard library (the same requests the official `openai` client sends), so it runs wherever
+tokensim does.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
+import urllib.error
+import urllib.request
 
-from openai import OpenAI
+
+def _call(url: str, body: dict | None = None) -> dict:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"content-type": "application/json",
+                                                          "authorization": "Bearer unused"})
+    with urllib.request.urlopen(req, timeout=600) as resp:
+        return json.load(resp)
 
 
 def agent_loop(base_url: str, steps: int, output_tokens: int, fresh_words: int, tool_s: float) -> float:
-    client = OpenAI(base_url=f"{base_url}/v1", api_key="unused")
-    model = client.models.list().data[0].id
+    model = _call(f"{base_url}/v1/models")["data"][0]["id"]
     messages = [{"role": "system", "content": "You are a coding agent."}]
     start = time.perf_counter()
     for step in range(steps):
         messages.append({"role": "user", "content": " ".join(["error"] * fresh_words) + f" (step {step})"})
-        reply = client.chat.completions.create(model=model, messages=messages, max_tokens=output_tokens, stream=False)
-        messages.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
+        reply = _call(f"{base_url}/v1/chat/completions",
+                      {"model": model, "messages": messages, "max_tokens": output_tokens, "stream": False})
+        messages.append({"role": "assistant", "content": reply["choices"][0]["message"].get("content") or ""})
         time.sleep(tool_s)                                  # the tool: run the tests, read the errors
     return time.perf_counter() - start
 
@@ -40,7 +51,10 @@ def main() -> None:
     ap.add_argument("--tool-s", type=float, default=0.5, help="seconds of tool time per step")
     args = ap.parse_args()
     for url in args.urls:
-        wall = agent_loop(url, args.steps, args.output_tokens, args.fresh_words, args.tool_s)
+        try:
+            wall = agent_loop(url.rstrip("/"), args.steps, args.output_tokens, args.fresh_words, args.tool_s)
+        except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError) as e:
+            sys.exit(f"{url}: no OpenAI-compatible answer ({e}); start one with tokensim serve --emulate SCENARIO")
         print(f"{url}: {args.steps} steps in {wall:.1f} s ({args.steps * args.tool_s:.1f} s of it in tools)")
 
 

@@ -15,7 +15,7 @@ mkdir -p "$OUT"
 say() { echo "[engine-stage] $*"; }
 bash .ci/engine/install.sh || { say "install failed: stage skipped"; exit 0; }
 bash .ci/engine/start.sh || { say "start failed: stage skipped"; exit 0; }
-trap 'bash .ci/engine/stop.sh >/dev/null 2>&1' EXIT
+trap 'bash "$ROOT/.ci/engine/stop.sh" >/dev/null 2>&1' EXIT   # absolute: the stage cd's into its output folder
 MODEL_CFG="$ENGINE_DIR/model/config.json"
 URL="http://127.0.0.1:$PORT"
 cd "$OUT"

@@ -138,3 +138,23 @@ def test_bad_workload_arrays_and_engine_settings_are_refused():
     with pytest.raises(TokensimError, match="step_time_s = 0"):
         from tokensim.sim import ConstantTimer
         ConstantTimer(0)
+
+
+def test_trace_measurements_of_a_client_trace_with_a_failed_request(tmp_path):
+    """A `tokensim bench` trace has the client's arrival_time and no engine clock; a failed request has no token
+    times. Hand values: TTFT 1.25 - 1.0 = 0.25 s; TPOT (2.25 - 1.25) / (5 - 1) = 0.25 s; the failed one is NaN."""
+    path = tmp_path / "requests.jsonl"
+    path.write_text(
+        '{"arrival_time": 1.0, "first_token_ts": 1.25, "last_token_ts": 2.25, "output_toks": 5}\n'
+        '{"arrival_time": 2.0, "first_token_ts": null, "last_token_ts": null, "output_toks": 5}\n')
+    m = load_trace_measurements(path)
+    assert m["ttft_s"][0] == pytest.approx(0.25) and m["tpot_s"][0] == pytest.approx(0.25)
+    assert np.isnan(m["ttft_s"][1]) and np.isnan(m["queue_s"][0])
+
+
+def test_trace_measurements_name_the_line_of_a_bad_record(tmp_path):
+    path = tmp_path / "requests.jsonl"
+    path.write_text('{"arrival_time": 1.0, "first_token_ts": 1.25, "last_token_ts": 2.25, "output_toks": 5}\n'
+                    '{"arrival_time": 2.0}\n')
+    with pytest.raises(TokensimError, match="requests.jsonl line 2"):
+        load_trace_measurements(path)

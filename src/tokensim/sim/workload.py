@@ -11,6 +11,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -241,20 +242,35 @@ def _load_csv(path: Path) -> Workload:
 
 
 def load_trace_measurements(path: str | Path) -> dict[str, np.ndarray]:
-    """What the engine measured per request in a JSONL trace, in seconds: `ttft_s`
-    (first token - queued), `e2e_s` (last token - queued), `tpot_s` ((last - first) /
-    (output - 1), NaN for one-token outputs), `queue_s` (scheduled - queued)."""
+    """What was measured per request in a JSONL trace, in seconds: `ttft_s` (first token - queued), `e2e_s`
+    (last token - queued), `tpot_s` ((last - first) / (output - 1), NaN for one-token outputs), `queue_s`
+    (scheduled - queued). The start is the engine's `queued_ts`, or the client's `arrival_time` where a trace has no
+    engine clock (`tokensim bench`); a failed request (no token times) and a missing `scheduled_ts` give NaN."""
     path = Path(path)
-    rows = [json.loads(line) for line in path.open() if line.strip()]
-    for key in ("queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts", "output_toks"):
-        if rows and key not in rows[0]:
-            raise bad_value(f"{path.name} field {key}", None, "present for measurements")
-    col = {k: np.array([r[k] for r in rows], dtype=np.float64)
-           for k in ("queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts", "output_toks")}
-    decode = col["output_toks"] - 1
+    col: dict[str, list[float]] = {k: [] for k in ("start", "scheduled_ts", "first_token_ts", "last_token_ts",
+                                                  "output_toks")}
+
+    def number(x: Any) -> float:
+        return float("nan") if x is None else float(x)
+
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+            values = (number(r["queued_ts"] if "queued_ts" in r else r["arrival_time"]),
+                      number(r.get("scheduled_ts")), number(r["first_token_ts"]), number(r["last_token_ts"]),
+                      number(r["output_toks"]))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+            raise bad_value(f"{path.name} line {n}", line[:80], "a request record with arrival_time (or queued_ts), "
+                            "first_token_ts, last_token_ts and output_toks") from None
+        for k, v in zip(col, values, strict=True):
+            col[k].append(v)
+    a = {k: np.array(v, dtype=np.float64) for k, v in col.items()}
+    decode = a["output_toks"] - 1
     with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(decode > 0, (col["last_token_ts"] - col["first_token_ts"]) / decode, np.nan)
-    return {"ttft_s": col["first_token_ts"] - col["queued_ts"],
-            "e2e_s": col["last_token_ts"] - col["queued_ts"],
+        tpot = np.where(decode > 0, (a["last_token_ts"] - a["first_token_ts"]) / decode, np.nan)
+    return {"ttft_s": a["first_token_ts"] - a["start"],
+            "e2e_s": a["last_token_ts"] - a["start"],
             "tpot_s": tpot,
-            "queue_s": col["scheduled_ts"] - col["queued_ts"]}
+            "queue_s": a["scheduled_ts"] - a["start"]}

@@ -23,7 +23,7 @@ from tokensim.deploy.deployment import Deployment
 from tokensim.errors import TokensimError, bad_value
 from tokensim.perf.constants import ConstantsTable, default_table
 from tokensim.prediction.serving import default_scheduler, engine_for, read_trace_folder
-from tokensim.sim import load_trace, simulate
+from tokensim.sim import load_trace, load_trace_measurements, simulate
 from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.specs.model.spec import ModelSpec
 from tokensim.validate.fit import golden_log
@@ -54,23 +54,10 @@ def read_trace(path: str | Path) -> Trace:
         path = path / "requests.jsonl"
     if not path.is_file():
         raise bad_value("trace", str(path), "a trace folder with requests.jsonl, or a requests.jsonl file")
-    ttft, tpot = [], []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-            start = r.get("queued_ts", r["arrival_time"])        # vLLM's own clock, or the client's send time
-            first, last, out = r["first_token_ts"], r["last_token_ts"], int(r["output_toks"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            raise bad_value(f"{path.name} line {n}", line[:80], "a request record with arrival_time (or queued_ts), "
-                            "first_token_ts, last_token_ts and output_toks") from None
-        if first is None or last is None:
-            continue                                                # a failed request: no tokens
-        ttft.append(first - start)
-        if out > 1:
-            tpot.append((last - first) / (out - 1))
-    if not ttft or not tpot:
+    m = load_trace_measurements(path)
+    done = np.isfinite(m["ttft_s"]) & np.isfinite(m["e2e_s"])        # failed requests have no token times
+    ttft, tpot = m["ttft_s"][done], m["tpot_s"][done & np.isfinite(m["tpot_s"])]
+    if not len(ttft) or not len(tpot):
         raise bad_value("trace", str(path), "at least one completed request of two or more output tokens")
     scheduler: dict = {}
     kv = None

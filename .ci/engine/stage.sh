@@ -32,17 +32,17 @@ say "load average after the benchmarks: $(cat /proc/loadavg)"
 KV=$(grep -oE 'kv_cache_size_tokens="[0-9]+"' "$ENGINE_DIR/server.log" 2>/dev/null | head -1 | grep -oE '[0-9]+' || echo 46592)
 tokensim calibrate rate1 conc4 --model "$MODEL_CFG" --hardware this-machine.toml --kv-cache-tokens "${KV:-46592}" \
   -o calibrated.toml || { say "calibration failed"; exit 0; }
-python - "$MODEL_CFG" "${KV:-46592}" <<'PY'
+TOKENSIM_FITTED=calibrated.toml python - "$MODEL_CFG" "${KV:-46592}" <<'PY'
 import json, sys
 from pathlib import Path
 import tokensim
 from tokensim.deploy.deployment import Deployment
-from tokensim.perf.constants import ConstantsTable, _read, default_table
+from tokensim.perf.constants import default_table
 from tokensim.validate.calibrate import read_trace, simulated
 
 model, kv = tokensim.load_model(sys.argv[1]), int(sys.argv[2])
 hw = tokensim.load_hardware("this-machine.toml")
-table = ConstantsTable(default_table().base, _read(Path("calibrated.toml")))
+table = default_table()                     # calibrated.toml over the base file, through $TOKENSIM_FITTED
 rows = []
 for name in ("rate0.5", "rate1", "rate2", "conc4"):
     t = read_trace(name)

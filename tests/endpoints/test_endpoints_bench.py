@@ -203,3 +203,35 @@ def test_a_saved_bench_trace_replays_in_the_simulator(tmp_path):
     (folder / "requests.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     w = load_trace(folder / "requests.jsonl")
     assert len(w) == 5 and list(w.input_tokens) == [100] * 5
+
+
+@pytest.fixture(scope="module")
+def scenario_spec():
+    """Llama-3.1-70B on 4 x A100 SXM under vLLM's scheduler: the deployment `tokensim serve --emulate` would build
+    from these predict flags. Its steps (tens of ms of decode, hundreds of ms of prefill) are long next to the
+    loopback's millisecond jitter, so 10 % is a test of the client and the emulator, not of the clock."""
+    from tokensim.prediction.predictor import predict
+    from tokensim.prediction.serving import engine_for
+    from tokensim.specs.hardware.catalog import load_hardware
+    from tokensim.specs.model.catalog import load_model
+    p = predict("llama-3.1-70b", "a100-sxm", tp=4)
+    return engine_for(load_model("llama-3.1-70b"), load_hardware("a100-sxm"), p.deployment)
+
+
+@pytest.mark.parametrize("rate", [1.5, 5.0, 15.0])
+def test_bench_against_emulated_scenario_within_10_percent(scenario_spec, rate):
+    """`tokensim bench` against `tokensim serve --emulate` of a catalog deployment, at a light, a loaded and an
+    overloading rate (the simulated mean TTFT
+    at 15 requests/s is over three times the one at 1.5; TPOT 2.6 times): the client's mean and
+    p90 TTFT and TPOT match what the emulator's simulation gave the same requests within 10 %."""
+    from tokensim.sim import OnlineSimulation
+    source = OnlineSimulation(scenario_spec)
+    with emulator_thread(source) as url:
+        measured = run_bench(BenchConfig(url, MODEL, num_requests=10, request_rate_per_s=rate, input_tokens=600,
+                                         output_tokens=10, seed=5)).summary
+    simulated = source.result().summary
+    assert measured["completed"] == simulated["completed"] == 10
+    for metric in ("ttft_s", "tpot_s"):
+        for stat in ("mean", "p90"):
+            assert close(measured[metric][stat], simulated[metric][stat]), (rate, metric, measured[metric],
+                                                                             simulated[metric])

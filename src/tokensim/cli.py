@@ -145,6 +145,9 @@ def models(json_out: bool = typer.Option(False, "--json", help="print JSON")) ->
 def hardware(
     action: str | None = typer.Argument(None, help="'probe': measure this machine (memory bandwidth, GEMM rates, cores)"),
     out_path: str | None = typer.Option(None, "--out", "-o", help="with probe: write a hardware file here"),
+    torch_python: str | None = typer.Option(None, "--torch-python",
+                                            help="with probe: measure the bf16 GEMM rate with torch in this Python "
+                                                 "(e.g. an inference engine's venv/bin/python)"),
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """List the hardware catalog; `tokensim hardware probe -o FILE` measures this machine into a hardware file."""
@@ -154,7 +157,7 @@ def hardware(
         if action != "probe":
             raise bad_value("action", action, "probe (or nothing, to list the catalog)")
         from tokensim.cli_serving import probe_command
-        return probe_command(out, note, out_path, json_out)
+        return probe_command(out, note, out_path, json_out, torch_python)
 
     rows = hardware_rows()
     if json_out:

@@ -224,14 +224,14 @@ def register(app: typer.Typer, out, note) -> None:
                      on_ready=lambda u: note.print(f"emulating {spec.name} at {u} (Ctrl-C stops)", highlight=False))
 
 
-def probe_command(out, note, path: str | None, json_out: bool) -> None:
+def probe_command(out, note, path: str | None, json_out: bool, torch_python: str | None = None) -> None:
     """`tokensim hardware probe`: measure this machine and write a hardware file."""
     from tokensim.endpoints import probe_hardware, write_hardware_file
     from tokensim.output.files import check_target
     from tokensim.output.json_out import emit_json
 
     target = check_target(path, "--out") if path else None
-    result = probe_hardware()
+    result = probe_hardware(torch_python=torch_python)
     if target:
         note.print(f"wrote {write_hardware_file(target, result)}", highlight=False)
     if json_out:

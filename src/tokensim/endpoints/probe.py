@@ -6,7 +6,8 @@ What is measured (about 5 to 15 s in all):
   of several runs;
 - matrix-multiply rate for each precision numpy offers (float32, float64) through its BLAS, best
   of several runs at a size that runs long enough to time; bf16 only through a library that has a
-  bf16 matrix multiply (torch), else recorded as not measured;
+  bf16 matrix multiply (torch, in this interpreter or in the one `torch_python` names, e.g. an
+  inference engine's virtual environment), else recorded as not measured;
 - the cores this process may use (os.sched_getaffinity), the CPU model (/proc/cpuinfo), the memory
   size (/proc/meminfo) and the load average before and after.
 These are achieved rates on this machine under its load at the time, not datasheet peaks.
@@ -17,6 +18,7 @@ import importlib.util
 import json
 import os
 import platform
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -53,8 +55,10 @@ class HardwareProbe:
     numpy_version: str
 
 
-def probe_hardware(array_bytes: int | None = None, repeats: int = 5) -> HardwareProbe:
-    """Run the microbenchmarks; `array_bytes` per array (default 512 MiB, less if memory is short)."""
+def probe_hardware(array_bytes: int | None = None, repeats: int = 5, torch_python: str | None = None) -> HardwareProbe:
+    """Run the microbenchmarks; `array_bytes` per array (default 512 MiB, less if memory is short); the bf16 rate
+    with torch in this interpreter or, when `torch_python` is given, in that Python (an engine's environment: the
+    rate its kernels reach, e.g. with AMX, which numpy cannot show)."""
     require(repeats >= 1, "repeats", repeats, "1 or more runs")
     started = time.perf_counter()
     load_before = _load_average()
@@ -66,7 +70,7 @@ def probe_hardware(array_bytes: int | None = None, repeats: int = 5) -> Hardware
     require(array_bytes >= 2**20, "array_bytes", array_bytes, "1 MiB or more")
     cores = len(os.sched_getaffinity(0))
     bandwidth = _bandwidth_tests(array_bytes, cores, repeats)
-    gemm, methods, missing = _gemm_tests(min(repeats, 3))
+    gemm, methods, missing = _gemm_tests(min(repeats, 3), torch_python)
     return HardwareProbe(
         cpu_model=info.get("model name") or info.get("Model") or platform.processor() or platform.machine(),
         vendor=VENDORS.get(info.get("vendor_id") or info.get("CPU implementer", ""), info.get("vendor_id", "unknown")),
@@ -140,7 +144,7 @@ def _on_all(pool: ThreadPoolExecutor, work, parts: list) -> None:
     list(pool.map(work, parts))
 
 
-def _gemm_tests(repeats: int) -> tuple[tuple, tuple, tuple]:
+def _gemm_tests(repeats: int, torch_python: str | None = None) -> tuple[tuple, tuple, tuple]:
     rates, methods = [], []
     for name, dtype in (("fp32", np.float32), ("fp64", np.float64)):
         n = 256
@@ -155,7 +159,7 @@ def _gemm_tests(repeats: int) -> tuple[tuple, tuple, tuple]:
         methods.append((name, f"numpy {np.dtype(dtype).name} matmul {n}x{n}x{n}, 2*n^3 operations, best of "
                               f"{repeats + 1} runs"))
     missing = []
-    bf16 = _torch_bf16(repeats)
+    bf16 = _torch_bf16(repeats) if torch_python is None else _torch_bf16_in(torch_python, repeats)
     if bf16 is None:
         missing.append(("bf16", "numpy has no bfloat16 matrix multiply and torch is not installed"))
     else:
@@ -174,6 +178,51 @@ def _torch_bf16(repeats: int) -> tuple[float, str] | None:
     torch.matmul(a, b)
     elapsed = _best_time_s(repeats, torch.matmul, a, b)
     return 2 * n**3 / elapsed, f"torch {torch.__version__} bfloat16 matmul {n}x{n}x{n} on the CPU, best of {repeats} runs"
+
+
+_BF16_SCRIPT = """
+import json, sys, time, torch
+n, repeats = 2048, int(sys.argv[1])
+a = torch.ones((n, n), dtype=torch.bfloat16)
+b = torch.ones((n, n), dtype=torch.bfloat16)
+torch.matmul(a, b)
+best = float("inf")
+for _ in range(repeats):
+    start = time.perf_counter()
+    torch.matmul(a, b)
+    best = min(best, time.perf_counter() - start)
+print(json.dumps({"flops_per_s": 2 * n**3 / best, "torch": torch.__version__, "threads": torch.get_num_threads()}))
+"""
+TORCH_PROBE_TIMEOUT_S = 120
+
+
+def _torch_bf16_in(python: str, repeats: int) -> tuple[float, str]:
+    """The bf16 matmul rate measured by torch in another interpreter (a fixed script, run with `python -c`)."""
+    def refuse(why: str) -> TokensimError:
+        return TokensimError(f"--torch-python: {python!r}: {why}; expected a Python interpreter with torch installed")
+    try:
+        done = subprocess.run([python, "-c", _BF16_SCRIPT, str(repeats)], capture_output=True, text=True,
+                              timeout=TORCH_PROBE_TIMEOUT_S, check=False)
+    except FileNotFoundError:
+        raise refuse("no such file") from None
+    except PermissionError:
+        raise refuse("not executable") from None
+    except subprocess.TimeoutExpired:
+        raise refuse(f"the measurement did not finish in {TORCH_PROBE_TIMEOUT_S} s") from None
+    except OSError as exc:
+        raise refuse(str(exc.strerror or exc)) from None
+    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    if done.returncode != 0:
+        raise refuse(f"exited with {done.returncode} ({last[:200]})")
+    try:
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+        rate = float(out["flops_per_s"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise refuse(f"printed {done.stdout[:200]!r}, not the measurement") from None
+    if not (rate > 0 and rate < 1e18):
+        raise refuse(f"measured {rate} FLOP/s")
+    return rate, (f"torch {out.get('torch')} bfloat16 matmul 2048x2048x2048 on the CPU in {python} "
+                  f"({out.get('threads')} threads), best of {repeats} runs")
 
 
 def write_hardware_file(path: str | Path, result: HardwareProbe, name: str = "this-machine") -> Path:
@@ -201,7 +250,7 @@ def write_hardware_file(path: str | Path, result: HardwareProbe, name: str = "th
         "aliases = []",
         'notes = """',
         f"Measured by tokensim hardware probe on {result.measured_at} in {result.duration_s:.1f} s: these are rates",
-        "achieved by numpy on this machine, not datasheet peaks, so the model's achieved-fraction constants",
+        "achieved by numpy (bf16: torch) on this machine, not datasheet peaks, so the model's achieved-fraction constants",
         "for CPUs should not be applied to them again. Conditions: " + conditions + ".",
         "Power and price are not measured. "
         + " ".join(f"{fmt} not measured: {why}." for fmt, why in result.not_measured),

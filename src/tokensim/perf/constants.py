@@ -34,6 +34,7 @@ class Constants:
     gemm_flops_fraction: float       # achieved / peak dense FLOP/s of a large GEMM
     gemm_half_rows: float            # token rows at which a GEMM reaches half that rate
     prefill_flops_fraction: float    # achieved / peak dense FLOP/s over a whole prefill
+    attention_prefill_rate_ratio: float   # prefill attention (scores, values) FLOP/s as a share of that prefill rate
     kernel_gap_s: float              # idle time per kernel launch
     layer_latency_s: float           # dataflow floor per layer (wafers, LPUs): its fixed part
     layer_latency_s_per_byte: float  # and its part per byte of weights the layer touches on a chip
@@ -53,6 +54,9 @@ class Constants:
             v = getattr(self, f.name)
             if not (isinstance(v, float) and math.isfinite(v) and v >= 0):
                 raise bad_value(f"constants.{f.name}", v, "a finite number >= 0")
+        if self.attention_prefill_rate_ratio <= 0:
+            raise bad_value("constants.attention_prefill_rate_ratio", self.attention_prefill_rate_ratio,
+                            "a number > 0 (a share of the prefill FLOP rate)")
 
 
 NAMES = tuple(f.name for f in fields(Constants))

@@ -107,11 +107,12 @@ def gemm_efficiency(ctx: Context, rows: float | None) -> float:
 
 
 def compute_op(ctx: Context, name: str, nbytes, flops, group: str, kernel_key: str | None = None,
-               rows=None, prefill_share=0.0, bytes_per_s=None) -> OpCost:
+               rows=None, prefill_share=0.0, bytes_per_s=None, prefill_rate_ratio=1.0) -> OpCost:
     """An op reading `nbytes` and computing `flops`; `prefill_share` of the FLOPs belong to prompt tokens and run at
-    the prefill rate, the rest at the decode rate; `rows` (token rows of a GEMM) sets its tile efficiency."""
+    the prefill rate (times `prefill_rate_ratio`), the rest at the decode rate; `rows` (token rows of a GEMM) sets its
+    tile efficiency."""
     rate = ctx.rates[group]
-    s_per_flop = rate.s_per_flop + (rate.s_per_flop_prefill - rate.s_per_flop) * prefill_share
+    s_per_flop = rate.s_per_flop + (rate.s_per_flop_prefill / prefill_rate_ratio - rate.s_per_flop) * prefill_share
     bw = ctx.bytes_per_s if bytes_per_s is None else bytes_per_s
     return OpCost(name, nbytes, flops, 0.0, "", nbytes / bw, flops * s_per_flop / gemm_efficiency(ctx, rows),
                   0.0, launch_s(ctx, kernel_key or name))
@@ -184,7 +185,7 @@ def attention_ops(ctx: Context, att: Attention, b: Batch) -> list[OpCost]:
                                             + att.indexer_flops_per_pair * att.cached_entries(pos)) / tp
     flops = flops_decode + flops_prefill
     ops.append(compute_op(ctx, "attn.core", nbytes, flops, "attention", prefill_share=_share(flops_prefill, flops),
-                          bytes_per_s=ctx.kv_bytes_per_s))
+                          bytes_per_s=ctx.kv_bytes_per_s, prefill_rate_ratio=ctx.k.attention_prefill_rate_ratio))
     return ops
 
 

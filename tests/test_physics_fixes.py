@@ -54,3 +54,31 @@ def test_library_callers_are_bounded_too(field, value):
 
     with pytest.raises(TokensimError, match=field):
         Deployment(**{field: value})
+
+
+def test_prefill_attention_runs_at_its_own_share_of_the_prefill_rate():
+    """attention_prefill_rate_ratio r: the attention core's prompt FLOPs take 1/r of the time they take at the
+    prefill rate. Llama-3.1-8B on an H100, one 2,048-token prompt (all FLOPs of the core are prompt FLOPs):
+    r = 0.25 makes attn.core's compute time 4x the r = 1 time; the projections (GEMMs) are unchanged; and
+    decode is untouched (its attention reads the cache at the bandwidth rate, no prompt share)."""
+    import dataclasses
+
+    from tokensim.perf.layers import attention_ops
+    from tokensim.specs.model.spec import Attention
+
+    m, hw = tokensim.load_model("llama-3.1-8b"), tokensim.load_hardware("h100-sxm")
+    att = next(layer.mixer for layer in m.layer_kinds[0] if isinstance(layer.mixer, Attention))
+    k1 = for_hardware(hw)
+    assert k1.attention_prefill_rate_ratio == 1.0           # the shipped default: every prediction as before
+    k4 = dataclasses.replace(k1, attention_prefill_rate_ratio=0.25)
+    prompt = Batch.prefill(1, 2048)
+    ops1 = {o.name: o for o in attention_ops(make_context(m, hw, Deployment(), k1), att, prompt)}
+    ops4 = {o.name: o for o in attention_ops(make_context(m, hw, Deployment(), k4), att, prompt)}
+    assert ops4["attn.core"].t_compute_s == pytest.approx(4 * ops1["attn.core"].t_compute_s, rel=1e-12)
+    assert ops4["attn.proj"].t_compute_s == pytest.approx(ops1["attn.proj"].t_compute_s, rel=1e-12)
+    step = Batch.decode(8, 1000)
+    d1 = {o.name: o for o in attention_ops(make_context(m, hw, Deployment(), k1), att, step)}
+    d4 = {o.name: o for o in attention_ops(make_context(m, hw, Deployment(), k4), att, step)}
+    assert d4["attn.core"].time_s == pytest.approx(d1["attn.core"].time_s, rel=1e-12)
+    with pytest.raises(tokensim.TokensimError, match="attention_prefill_rate_ratio"):
+        dataclasses.replace(k1, attention_prefill_rate_ratio=0.0)

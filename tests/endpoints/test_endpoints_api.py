@@ -1,6 +1,7 @@
 """The package's public surface, the timing source, workloads and the hardware probe."""
 import json
 import math
+import re
 import tomllib
 
 import pytest
@@ -106,3 +107,41 @@ def test_hardware_file_name_is_checked(tmp_path, probed):
     """A file name with spaces or punctuation is refused by name."""
     with pytest.raises(TokensimError, match="name"):
         write_hardware_file(tmp_path / "x.toml", probed, name="my box!")
+
+
+def _fake_python(tmp_path, body: str) -> str:
+    """An executable standing in for an interpreter given to --torch-python (it ignores the script it is given)."""
+    path = tmp_path / "python"
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_torch_python_rate_is_read_and_written_as_bf16(tmp_path):
+    """The bf16 rate another interpreter prints is recorded with how it was measured, and lands in the hardware
+    file as bf16_flops_per_s."""
+    from tokensim.endpoints.probe import _torch_bf16_in
+    fake = _fake_python(tmp_path, "echo warming up; echo '{\"flops_per_s\": 1.5e12, \"torch\": \"9.9\", \"threads\": 1}'")
+    rate, method = _torch_bf16_in(fake, 2)
+    assert rate == 1.5e12 and "torch 9.9 bfloat16" in method and fake in method
+    result = probe_hardware(array_bytes=2**20, repeats=1, torch_python=fake)
+    assert dict(result.gemm_flops_per_s)["bf16"] == 1.5e12 and "bf16" not in dict(result.not_measured)
+    data = tomllib.loads(write_hardware_file(tmp_path / "me.toml", result).read_text())
+    assert data["compute"]["bf16_flops_per_s"] == 1.5e12
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("echo 'No module named torch' >&2; exit 1", "exited with 1 .No module named torch"),
+    ("echo hello", "printed 'hello"),
+    ("echo '{\"flops_per_s\": -1}'", "measured -1"),
+])
+def test_torch_python_failures_are_one_line_errors(tmp_path, body, needle):
+    """An interpreter without torch, one that prints something else, or a nonsense rate: an error that names the
+    option and the interpreter; a path that does not exist likewise."""
+    from tokensim.endpoints.probe import _torch_bf16_in
+    fake = _fake_python(tmp_path, body)
+    with pytest.raises(TokensimError, match="--torch-python") as err:
+        _torch_bf16_in(fake, 1)
+    assert re.search(needle, str(err.value)), str(err.value)
+    with pytest.raises(TokensimError, match="no such file"):
+        _torch_bf16_in(str(tmp_path / "missing"), 1)

@@ -10,7 +10,7 @@ from tokensim.deploy.deployment import Deployment
 from tokensim.perf.constants import default_table
 from tokensim.prediction.serving import engine_for
 from tokensim.sim import simulate, synthetic
-from tokensim.validate.calibrate import calibrate, profile_text
+from tokensim.validate.calibrate import calibrate, profile_text, read_trace, simulated_stats
 
 MODEL, HW = "llama-3.1-8b", "h100-sxm"
 TRUE = {"host_overhead_s": 0.004, "hbm_bandwidth_fraction": 0.45}      # a slow engine: 4 ms per step, 45 % of HBM
@@ -59,3 +59,24 @@ def test_the_profile_is_a_fitted_table_with_the_calibrated_constants(report):
     family = tokensim.load_hardware(HW).family
     assert table["constants"][family]["vllm"]["host_overhead_s"] == pytest.approx(report["values"]["host_overhead_s"])
     assert "default" in table["constants"]                        # the fitted table in use is kept around them
+
+
+def test_a_trace_replayed_with_the_constants_that_made_it_gives_back_its_mean_and_p90(tmp_path):
+    """read_trace's p90 is the 90th percentile of (first token - arrival) and of (last - first) / (tokens - 1), and
+    simulated_stats with the table that made the trace returns the same TPOT mean and p90, and the same TTFT mean and
+    p90 plus the request path (request_overhead_s: the trace was made engine-side, the replay adds the client's path)."""
+    folder = _trace(tmp_path / "t", 6.0, 3)
+    rows = [json.loads(line) for line in (folder / "requests.jsonl").read_text().splitlines()]
+    ttft = np.array([r["first_token_ts"] - r["arrival_time"] for r in rows])
+    tpot = np.array([(r["last_token_ts"] - r["first_token_ts"]) / (r["output_toks"] - 1) for r in rows])
+    t = read_trace(folder)
+    assert t.ttft_p90_s == pytest.approx(np.quantile(ttft, 0.9), rel=1e-9)
+    assert t.tpot_p90_s == pytest.approx(np.quantile(tpot, 0.9), rel=1e-9)
+    hw = tokensim.load_hardware(HW)
+    path_s = 0.03
+    table = default_table().with_overlay({hw.family: {"vllm": {**TRUE, "request_overhead_s": path_s}}})
+    s = simulated_stats(t, tokensim.load_model(MODEL), hw, Deployment(engine="vllm"), table, 200_000)
+    assert s["ttft_s"]["mean"] == pytest.approx(t.ttft_s + path_s, rel=1e-6)
+    assert s["ttft_s"]["p90"] == pytest.approx(t.ttft_p90_s + path_s, rel=1e-6)
+    assert s["tpot_s"]["mean"] == pytest.approx(t.tpot_s, rel=1e-6)
+    assert s["tpot_s"]["p90"] == pytest.approx(t.tpot_p90_s, rel=1e-6)

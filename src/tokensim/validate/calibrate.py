@@ -2,8 +2,9 @@
 
 A trace is a folder (meta.json + requests.jsonl, as `tokensim bench --save` writes or the vLLM traces shipped in
 data/serving/traces) or a requests.jsonl file: each request's arrival, lengths, and its measured first and last
-token times. Every trace is replayed in the serving simulator on the deployment; the constants below, for the
-deployment's hardware family and engine, are fitted so that the simulated mean TTFT and mean TPOT match the
+token times, taken at the client. Every trace is replayed in the serving simulator on the deployment (each simulated
+TTFT plus the request path, request_overhead_s); the constants below, for the deployment's hardware family and
+engine, are fitted so that the simulated mean TTFT and mean TPOT match the
 measured ones (loss: mean over traces of |ln(sim / measured)| of both, the same golden-section search in log space
 inside physical bounds as `tokensim fit`). With two or more traces, each is also predicted from a fit on the others
 (the out-of-sample error). The result is a fitted table: the one in use, with these constants added for the
@@ -34,6 +35,8 @@ CALIBRATED = (   # name, lower bound, upper bound: what a deployment's engine ad
     ("hbm_bandwidth_fraction", 0.05, 0.95),
     ("gemm_flops_fraction", 0.02, 0.9),
     ("prefill_flops_fraction", 0.02, 0.9),
+    ("attention_prefill_rate_ratio", 0.02, 1.0),
+    ("request_overhead_s", 1e-4, 0.5),
 )
 
 
@@ -45,6 +48,8 @@ class Trace:
     tpot_s: float
     scheduler: dict        # the engine settings its meta.json states (max_num_seqs, max_num_batched_tokens)
     kv_cache_tokens: int | None
+    ttft_p90_s: float = math.nan    # measured 90th percentiles (the real-engine stage judges them too)
+    tpot_p90_s: float = math.nan
 
 
 def read_trace(path: str | Path) -> Trace:
@@ -70,18 +75,32 @@ def read_trace(path: str | Path) -> Trace:
             scheduler = {k: v for k, v in (("max_num_seqs", folder.max_num_seqs),
                                            ("max_num_batched_tokens", folder.max_num_batched_tokens)) if v}
             kv = folder.kv_cache_tokens
-    return Trace(path.parent.name, path, float(np.mean(ttft)), float(np.mean(tpot)), scheduler, kv)
+    return Trace(path.parent.name, path, float(np.mean(ttft)), float(np.mean(tpot)), scheduler, kv,
+                 float(np.quantile(ttft, 0.9)), float(np.quantile(tpot, 0.9)))
 
 
-def simulated(trace: Trace, model: ModelSpec, hw: HardwareSpec, dep: Deployment, table: ConstantsTable,
-              kv_cache_tokens: int | None = None) -> tuple[float, float]:
-    """The trace replayed on the deployment, with the scheduler settings and KV cache its meta.json states."""
+def simulated_stats(trace: Trace, model: ModelSpec, hw: HardwareSpec, dep: Deployment, table: ConstantsTable,
+                    kv_cache_tokens: int | None = None) -> dict[str, dict[str, float]]:
+    """The trace replayed on the deployment, with the scheduler settings and KV cache its meta.json states: the
+    simulated `ttft_s` and `tpot_s` statistics (mean, p50, p90, p99)."""
     scheduler = default_scheduler(dep.engine, hw, **trace.scheduler) if trace.scheduler else None
     spec = engine_for(model, hw, dep, constants=table, kv_cache_tokens=kv_cache_tokens or trace.kv_cache_tokens,
                       scheduler=scheduler)
     s = simulate(load_trace(trace.requests), spec, seed=0).summary
     if s["ttft_s"]["mean"] is None or s["tpot_s"]["mean"] is None:
         raise TokensimError(f"trace {trace.name}: the simulation finished no request")
+    # A trace's times were taken at its client: each TTFT holds the request path (HTTP, tokenization, the frontend,
+    # the first token's way back), request_overhead_s, outside the engine's steps. With the trace's own arrival
+    # times, a constant path only translates the engine's timeline, so it adds to every TTFT and changes nothing else.
+    path_s = table.for_hardware(hw, dep.engine).request_overhead_s
+    ttft = {k: v + path_s for k, v in s["ttft_s"].items()}
+    return {"ttft_s": ttft, "tpot_s": s["tpot_s"]}
+
+
+def simulated(trace: Trace, model: ModelSpec, hw: HardwareSpec, dep: Deployment, table: ConstantsTable,
+              kv_cache_tokens: int | None = None) -> tuple[float, float]:
+    """Simulated mean TTFT and mean TPOT of the trace replayed on the deployment (see simulated_stats)."""
+    s = simulated_stats(trace, model, hw, dep, table, kv_cache_tokens)
     return s["ttft_s"]["mean"], s["tpot_s"]["mean"]
 
 

@@ -43,6 +43,22 @@ def main() -> None:
     factors, _, _, total = waterfall(parse_setup("kimi-k2.6-gpu"), parse_setup("kimi-k2.6-cs3"))
     plots.waterfall([(f.name, f.ratio) for f in factors], total, DOCS / "waterfall-kimi-k2.6-gpu-vs-cs3.png")
     write_report(["kimi-k2.6-cs3", "sol-cs3"], DOCS / "report-example.html", title="tokensim report: wafer claims")
+    engine_figures()
+
+
+def engine_figures() -> None:
+    """docs/engine-<name>.png: each engine profile's curves beside the published rows and serving runs naming it."""
+    from tokensim.output.engine_plots import engine_profile, engine_profile_data
+    from tokensim.perf.engines import engine_profiles
+    from tokensim.validate.load import shipped_silicon_cases
+    from tokensim.validate.run import validate
+    from tokensim.validate.serving import steady_tpot
+
+    results, _ = validate()
+    cases = shipped_silicon_cases()
+    tpot = steady_tpot(cases)
+    for engine in sorted(engine_profiles()):
+        engine_profile(engine_profile_data(engine, results, cases, tpot), DOCS / f"engine-{engine}.png")
 
 
 if __name__ == "__main__":

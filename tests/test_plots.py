@@ -176,3 +176,24 @@ def test_plots_use_no_pyplot_and_leave_the_backend_alone():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "clean"
+
+
+def test_engine_profile_figure_draws_the_curves_beside_the_evidence_for_that_engine(tmp_path):
+    """The curves are the profile's: at many rows the decode share approaches gemm_flops_fraction (by hand:
+    fraction x rows / (rows + half rows)) and never passes 1; evidence for other engines is left out; the figure
+    writes PNG and SVG."""
+    from tokensim.output.engine_plots import ROWS, engine_profile, engine_profile_data
+    from tokensim.perf.constants import for_hardware
+    k = for_hardware(tokensim.load_hardware("h100-sxm"), "vllm")
+    row = SimpleNamespace(value=100.0)
+    results = [SimpleNamespace(row=row, predicted=110.0, family="nvidia-hopper", engine="vllm"),
+               SimpleNamespace(row=row, predicted=90.0, family="nvidia-hopper", engine="sglang")]
+    case = SimpleNamespace(concurrency=8, run=SimpleNamespace(tpot_s=0.02, system="h100_sxm"),
+                           deployment=SimpleNamespace(engine="vllm"))
+    d = engine_profile_data("vllm", results, [case], [0.025])
+    assert d.published == [(100.0, 110.0, "nvidia-hopper")]
+    assert d.silicon == [(8, pytest.approx(1.25), "h100_sxm")]
+    expected = k.gemm_flops_fraction * ROWS[-1] / (ROWS[-1] + k.gemm_half_rows)
+    assert d.decode_share[-1] == pytest.approx(expected, rel=1e-12) and max(d.decode_share) <= 1
+    written = engine_profile(d, tmp_path / "engine-vllm.png")
+    assert sorted(p.suffix for p in written) == [".png", ".svg"] and all(p.stat().st_size > 0 for p in written)

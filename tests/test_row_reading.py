@@ -247,3 +247,40 @@ def test_decode_pool_rule_reads_pools_not_speculative_decoding():
     for text in ("Decode output tok/s per GPU; 12 of 14 trays (48 GPUs) decode, rest prefill", "disaggregated serving",
                  "decode workers 8", "1P/1D"):
         assert re.search(DECODE_POOL, text, re.I), text
+
+
+def test_a_split_per_gpu_figure_counts_only_decode_where_the_source_says_so(tmp_path):
+    """A per-GPU throughput of a prefill/decode split reads as the decode pool's when the source says the figure is
+    decode's; otherwise the prefill GPUs behind it are a missing fact, and the skip says so."""
+    said = {**BASE, "id": "d1", "metric": "throughput_tps_per_chip", "value": "2000", "n_chips": "8",
+            "batch_or_concurrency": "64", "input_tokens": "1000", "output_tokens": "1000",
+            "notes": "PD disaggregation; decode output tok/s per GPU"}
+    unsaid = {**said, "id": "d2", "notes": "PD disagg; peak output TPS/GPU"}
+    first, second = read_rows(_write(tmp_path, [said, unsaid]))
+    assert build_case(first).mode == "decode_throughput"
+    with pytest.raises(Skip, match="prefill pool's size is not stated"):
+        build_case(second)
+
+
+def test_a_stated_concurrency_the_memory_cannot_hold_runs_at_what_fits():
+    """TensorRT-LLM's A100 row (x009): Llama-2-7B at batch 60, 128 in / 2,048 out, FP16 KV. By hand: KV per token
+    32 layers x 2 x 4096 x 2 B = 524,288 B; 60 x 2,176 tokens = 68.5 GB, with 13.5 GB of weights over the 72 GB usable
+    (0.9 x 80 GB). The largest batch that fits holds (72.0 - 13.5) GB / (2,176 x 524,288 B) = 51.3 -> 51 sequences;
+    the row is predicted there, and says so."""
+    from tokensim.deploy.layout import fit_error
+    from tokensim.specs.hardware.catalog import catalog
+    from tokensim.specs.model.catalog import catalog_model
+    from tokensim.validate.evaluate import kv_limited, predict_case
+
+    row = next(r for r in read_rows(shipped_measurements()) if r.id == "x009")
+    case = build_case(row)
+    model, hw = catalog_model(case.model), catalog()[case.hardware]
+    assert case.deployment.batch == 60 and fit_error(model, hw, case.deployment) is not None
+    dep, note = kv_limited(model, hw, case.deployment)
+    assert dep.batch == 51 and fit_error(model, hw, dep) is None
+    assert fit_error(model, hw, replace(dep, batch=52)) is not None
+    assert "the stated 60 sequences do not fit" in note and "holds 51 at once" in note
+    value, notes = predict_case(case)
+    assert value > 0 and notes[0] == note
+    same, none = kv_limited(model, hw, dep)
+    assert same == dep and none is None                 # a batch that fits is left alone

@@ -122,12 +122,38 @@ def freeze(case: Case, constants: ConstantsTable | None = None) -> Case:
     return replace(case, deployment=dep, mode="offline_throughput", assumptions=case.assumptions + (f"frontier point: {how}",))
 
 
+def kv_limited(model, hw, dep: Deployment, constants: ConstantsTable | None = None) -> tuple[Deployment, str | None]:
+    """`dep` as stated when its sequences fit at full length; else the largest batch (a whole number per attention
+    rank) that fits, with a note: a paged KV cache admits the requests it can hold and the others wait, so a
+    measured run at a concurrency the memory cannot hold ran at this one (rule). Unchanged when not even one
+    sequence per rank fits (the fit error is then raised where the deployment is predicted)."""
+    err = fit_error(model, hw, dep, constants)
+    if err is None:
+        return dep, None
+    step = max(1, dep.attn_dp)
+    lo, hi = 0, dep.batch // step            # lo ranks' worth fits (0: none checked yet), hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fit_error(model, hw, replace(dep, batch=mid * step), constants) is None else (lo, mid)
+    if lo == 0:
+        return dep, None
+    need = str(err).split(": ", 1)[-1].split(" against")[0]
+    return replace(dep, batch=lo * step), (f"the stated {dep.batch} sequences do not fit at full length ({need}); "
+                                           f"the engine holds {lo * step} at once and the rest wait: a paged KV cache "
+                                           f"admits what it can hold (rule)")
+
+
 def predict_case(case: Case, constants: ConstantsTable | None = None) -> tuple[float, tuple[str, ...]]:
     """The predicted value of the row's metric, and any notes added while predicting."""
     if case.mode == "frontier":
         value, how, _ = _frontier(case, constants)
         return value, (f"frontier point: {how}",)
     model, hw = catalog_model(case.model), catalog()[case.hardware]
+    if case.mode not in ("ttft", "ttft_online"):            # a queue changes TTFT; the other metrics run at capacity
+        dep, note = kv_limited(model, hw, case.deployment, constants)
+        if note is not None:
+            value, notes = predict_case(replace(case, deployment=dep), constants)
+            return value, (note, *notes)
     p = predict_deployment(model, hw, case.deployment, constants=constants)
     if case.mode == "per_user":
         if case.deployment.batch > 1:

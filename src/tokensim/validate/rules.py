@@ -43,6 +43,10 @@ BATCH_CAP_PER_REPLICA = 1024    # rule: engines cap running sequences (vLLM max_
 # ("spec decode (MTP) not stated" names speculative decoding, not a pool)
 DECODE_POOL = (r"disagg|\bdecode (?:pool|worker|instance|node|gpu|side|only|output)s?\b|\bdecode-only\b|\b\d*P/?\d*D\b"
                r"|prefill/decode|GPUs?\) decode\b")
+# a prefill/decode split's per-GPU figure counts the decode pool only where the source says the figure is decode's
+# ("decode output tok/s per GPU", "output tok/s per node ... decode", "per decode GPU")
+DECODE_FIGURE = r"\bdecode\b[^;.]{0,20}\b(?:tok|output|throughput)|(?:output|tok/s)[^;]{0,40}\bdecode\b|per decode"
+PER_CHIP_METRIC = "throughput_tps_per_chip"
 # rule: wide-EP decode (DeepEP low-latency dispatch sized for 128 tokens per rank, two micro-batches)
 BATCH_CAP_PER_ATTENTION_RANK = 256
 FRONTIER_NODE_CHIPS = 8         # rule: "best available config" dashboards report one 8-GPU node
@@ -221,6 +225,9 @@ def mode_rule(row: Row, notes: list[str]) -> str:
         mode = "prefill_throughput"
         notes.append("throughput: input (prefill) tokens/s, as the source's notes say (rule)")
     elif mode == "offline_throughput" and re.search(DECODE_POOL, row.notes, re.I):
+        if row.metric == PER_CHIP_METRIC and not re.search(DECODE_FIGURE, row.notes, re.I):
+            raise Skip("a per-GPU throughput of a prefill/decode split that does not say it counts the decode GPUs "
+                       "only, nor how many prefill GPUs it counts: the prefill pool's size is not stated")
         mode = "decode_throughput"
         notes.append("throughput: the decode pool of a prefill/decode split, decode only (rule)")
     return mode

@@ -173,3 +173,17 @@ def test_stage_that_does_not_fit_is_named():
     from tokensim.scenarios.scenario import scenario_from_dict
     with pytest.raises(TokensimError, match=r"pipeline stage 1 \(layers 2-79\)"):
         run_scenario(scenario_from_dict(tomllib.loads(s), Path(".")))
+
+
+def test_claim_alternatives_pair_each_scenario_with_its_own_table():
+    """The non-study alternatives of sol-cs3 come back with the raw table they were built from (same name), and
+    the three KV-design study tables are left out."""
+    from tokensim.scenarios.claims import _alternatives
+    from tokensim.scenarios.scenario import find_scenario, load_scenario
+
+    s = load_scenario(find_scenario("sol-cs3"))
+    got = _alternatives(s)
+    tables = s.raw["alternatives"]
+    assert len(got) == len([t for t in tables if not t.get("study")]) == len(tables) - 3
+    for name, _, raw in got:
+        assert raw.get("name") == name and not raw.get("study")

@@ -247,9 +247,10 @@ def describe(change: dict, alt: Scenario, base: Scenario) -> str:
 
 def _alternatives(s: Scenario) -> list[tuple[str, Scenario, dict]]:
     """(id, scenario, raw table) of every non-study alternative."""
-    raws = [a for a in s.raw.get("alternatives", []) if not a.get("study")]
-    alts = [(n, a) for n, a in s.alternatives() if not a.raw.get("study")]
-    return [(name, alt, raw) for (name, alt), raw in zip(alts, raws, strict=False)]
+    # paired by position with the tables they come from, and judged by the table's own `study` flag (a merged
+    # scenario also carries every top-level key, so its flag is not the alternative's)
+    pairs = zip(s.alternatives(), s.raw.get("alternatives", []), strict=True)
+    return [(name, alt, raw) for (name, alt), raw in pairs if not raw.get("study")]
 
 
 def _alt_values(s: Scenario, q: str) -> list[Alt]:

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tokensim
 from tokensim.errors import TokensimError
 from tokensim.sim import (
     AffineTimer,
@@ -20,8 +21,9 @@ from tokensim.sim import (
     simulate,
 )
 
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "serving" / "traces"
-TRACE_DIRS = sorted(TRACES.glob("*/requests.jsonl")) if TRACES.is_dir() else []
+# the copies the package ships (data/serving/traces), so the test runs wherever the package is installed
+TRACES = Path(tokensim.__file__).resolve().parent / "data" / "serving" / "traces"
+TRACE_DIRS = sorted(TRACES.glob("*/requests.jsonl"))
 
 
 def test_poisson_and_gamma_arrivals_have_the_asked_rate_and_variability():
@@ -35,7 +37,6 @@ def test_poisson_and_gamma_arrivals_have_the_asked_rate_and_variability():
     assert gaps.std() / gaps.mean() == pytest.approx(3.0, rel=0.05)
 
 
-@pytest.mark.skipif(not TRACE_DIRS, reason="shared traces not present")
 @pytest.mark.parametrize("path", TRACE_DIRS, ids=lambda p: p.parent.name)
 def test_shared_vllm_traces_parse_and_replay(path):
     """The published vLLM 0.19 traces load (times relative to the first arrival, in order) and

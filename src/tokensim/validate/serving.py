@@ -128,10 +128,24 @@ def steady_tpot(cases: list[ServingCase], constants: ConstantsTable | None = Non
         conc = np.array([cases[i].concurrency for i in idx])
         seqs = conc / dep.attn_dp                                    # decoding sequences per attention rank
         prompts = seqs / dep.output_tokens if first.prefill_in_decode else np.zeros_like(seqs)
-        b = Batch(decode_seqs=seqs, decode_context=dep.input_tokens + dep.output_tokens / 2.0,
-                  prefill_seqs=prompts, prefill_tokens=float(dep.input_tokens), prefill_position=dep.input_tokens / 2.0)
-        out[idx] = np.broadcast_to(step_cost(ctx, b).latency_s, conc.shape)
+        out[idx] = _mean_step_s(ctx, seqs, prompts, dep.input_tokens, dep.output_tokens)
     return out
+
+
+def _mean_step_s(ctx, seqs: np.ndarray, prompts: np.ndarray, isl: int, osl: int) -> np.ndarray:
+    """Mean step time when `prompts` whole prompts arrive per step on average: a step carries floor(prompts) or
+    floor(prompts) + 1 of them, in the shares that give that mean. Pricing one step with the fractional mean
+    instead would spread a prompt over every step, and a step's cost is concave in its tokens (a MoE layer's
+    experts, a GEMM's weight read are paid once per step), so the mean batch overstates the mean step (Jensen):
+    Qwen3-235B on 4 H100 at 4 clients, 1,024 in / 128 out, was priced 36 ms against 17 ms without prompts."""
+    low = np.floor(prompts)
+    share_high = prompts - low
+    times = []
+    for n in (low, low + 1.0):
+        b = Batch(decode_seqs=seqs, decode_context=isl + osl / 2.0, prefill_seqs=n, prefill_tokens=float(isl),
+                  prefill_position=isl / 2.0)
+        times.append(np.broadcast_to(step_cost(ctx, b).latency_s, seqs.shape))
+    return (1.0 - share_high) * times[0] + share_high * times[1]
 
 
 def build_cases(runs: list[SiliconRun]) -> tuple[list[ServingCase], list[tuple[str, str]]]:

@@ -11,7 +11,7 @@ from tokensim.perf.step import step_cost
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model
 from tokensim.validate.fit import shipped_silicon
-from tokensim.validate.serving import build_cases, steady_tpot
+from tokensim.validate.serving import build_cases, prefill_step_tokens, steady_tpot
 from tokensim.validate.serving_rows import read_silicon
 
 # Qwen3-235B-A22B (FP8) on 4 H100 with TensorRT-LLM, 1,024 in / 128 out, 4 clients (silicon_dev.csv)
@@ -35,26 +35,44 @@ def _step_s(case, decode_seqs: float, prompts: float) -> float:
     return float(step_cost(ctx, b).latency_s)
 
 
-def test_a_fraction_of_a_prompt_per_step_is_that_share_of_steps_carrying_one(case):
-    # 4 clients, 128 tokens out each: 4 / 128 = 1/32 prompt per step; in steady state one step in 32 prefills a
-    # whole 1,024-token prompt beside the 4 decodes, the other 31 decode only
-    t_decode, t_mixed = _step_s(case, 4, 0), _step_s(case, 4, 1)
-    expected = (31 / 32) * t_decode + (1 / 32) * t_mixed
+def test_clients_return_in_cohorts_and_a_request_waits_for_the_other_cohorts_prefills(case):
+    # TensorRT-LLM here takes whole prompts up to isl + 1,500 = 2,524 tokens a step: two 1,024-token prompts. The
+    # 4 clients' prompts are prefilled two by two, so they return in k = 4 x 1,024 / 2,048 = 2 cohorts; in a
+    # request's 128 decode steps the other cohort is prefilled once: 1 step in 128 carries 2 prompts
+    assert prefill_step_tokens(4, 1024, "trtllm") == 2048
+    expected = (127 / 128) * _step_s(case, 4, 0) + (1 / 128) * _step_s(case, 4, 2)
     assert steady_tpot([case])[0] == pytest.approx(expected, rel=1e-9)
 
 
+def test_chunked_engines_fill_the_budget_with_parts_of_prompts():
+    assert prefill_step_tokens(4, 1024, "vllm") == 1024 + 1500
+    assert prefill_step_tokens(1, 1024, "sglang") == 1024          # one client: its own prompt only
+
+
+def test_clients_whose_prompts_fit_one_step_move_in_lockstep_and_decode_undisturbed(case):
+    # 2 clients x 1,024 tokens fit one step: one cohort, no other cohort's prefill in any request's decodes
+    c = replace(case, concurrency=2.0, deployment=replace(case.deployment, batch=2))
+    assert steady_tpot([c])[0] == pytest.approx(_step_s(case, 2, 0), rel=1e-9)
+
+
 def test_the_mean_step_is_below_the_step_of_the_mean_batch_for_a_moe(case):
-    # a MoE step's expert reads are concave in its tokens: spreading 1/32 of a prompt (32 tokens) over every step
+    # a MoE step's expert reads are concave in its tokens: spreading 4 / 128 of a prompt (32 tokens) over every step
     # touches far more experts per step than 4 decodes do, so pricing the mean batch overstates the mean step
-    averaged = _step_s(case, 4, 1 / 32)
+    averaged = _step_s(case, 4, 4 / 128)
     assert steady_tpot([case])[0] < 0.8 * averaged
 
 
-@pytest.mark.parametrize("clients, low, share_high", [(320, 2, 0.5), (512, 4, 0.0)])
-def test_several_prompts_per_step_split_between_the_two_nearest_counts(case, clients, low, share_high):
-    # 320 / 128 = 2.5 prompts per step: half the steps carry 2, half carry 3; 512 / 128 = 4: every step carries 4
-    c = replace(case, concurrency=float(clients), deployment=replace(case.deployment, batch=clients))
-    expected = (1 - share_high) * _step_s(c, clients, low) + share_high * _step_s(c, clients, low + 1)
+def test_more_cohorts_than_decode_steps_put_a_prefill_in_every_step(case):
+    # 512 clients: 256 cohorts of 2 prompts, 255 > 128 other cohorts' prefills: every step carries 2 prompts
+    c = replace(case, concurrency=512.0, deployment=replace(case.deployment, batch=512), batch_cap=None)
+    assert steady_tpot([c])[0] == pytest.approx(_step_s(c, 512, 2), rel=1e-9)
+
+
+def test_the_running_batch_is_capped_at_the_runs_batch_size(case):
+    c = replace(case, concurrency=64.0, deployment=replace(case.deployment, batch=64), batch_cap=16)
+    assert c.running_per_rank == 16
+    share = (16 * 1024 / 2048 - 1) / 128                      # 8 cohorts of the 16 running requests
+    expected = (1 - share) * _step_s(c, 16, 0) + share * _step_s(c, 16, 2)
     assert steady_tpot([c])[0] == pytest.approx(expected, rel=1e-9)
 
 

@@ -5,10 +5,11 @@ A run is one engine serving requests of `isl` input and `osl` output tokens at a
 src/aiconfigurator/generator/config/backend_templates/benchmark/bench_run.sh.j2 at commit 095f58a51c4c).
 
 Steady-state estimate of time per output token (TPOT), used until each row is simulated and by the fit, which
-needs it fast: every running request decodes one token per step, and the prompts of the requests that replace
-finished ones are prefilled in the same steps (chunked prefill), C x isl / osl prompt tokens per step on average.
-A disaggregated run's decode workers see no prefill. Rows are grouped by deployment and evaluated as numpy
-arrays over their concurrencies through `perf.step.step_cost`, the function every prediction uses.
+needs it fast: every running request decodes one token per step (the running batch capped at the run's batch size),
+and the prompts of the requests that replace finished ones are prefilled beside them in whole prefill steps, as
+closed-loop clients return in cohorts (`cohort_step_s`). A disaggregated run's decode workers see no prefill. Rows
+are grouped by deployment and evaluated as numpy arrays over their concurrencies through `perf.step.step_cost`,
+the function every prediction uses.
 """
 from __future__ import annotations
 
@@ -41,6 +42,13 @@ class ServingCase:
     concurrency: float              # requests on that worker
     prefill_in_decode: bool         # prompts share the worker's steps (agg) or not (a disagg decode worker)
     assumptions: tuple[str, ...]
+    batch_cap: int | None = None    # running requests the engine admits per attention rank (the run's batch size)
+
+    @property
+    def running_per_rank(self) -> float:
+        """Requests decoding on one attention rank: the clients, unless the engine's batch cap holds some back."""
+        seqs = self.concurrency / self.deployment.attn_dp
+        return seqs if self.batch_cap is None else min(seqs, float(self.batch_cap))
 
     @property
     def group(self) -> tuple:
@@ -111,7 +119,10 @@ def serving_case(run: SiliconRun) -> ServingCase:
                      expert_weights=run.moe_weights if model.is_moe else None, kv=kv, engine=run.engine,
                      batch=max(1, math.ceil(concurrency)), input_tokens=run.isl, output_tokens=run.osl, overlap_comm=ep > 1)
     check_against_model(model, dep)
-    return ServingCase(run, dep, concurrency, run.agg is not None, tuple(notes))
+    cap = pool.batch_size if run.agg is not None else None
+    if cap is not None and cap < concurrency / adp:
+        notes.append(f"running batch capped at the run's batch size {cap} per attention rank; the other clients queue")
+    return ServingCase(run, dep, concurrency, run.agg is not None, tuple(notes), cap)
 
 
 def steady_tpot(cases: list[ServingCase], constants: ConstantsTable | None = None) -> np.ndarray:
@@ -125,27 +136,50 @@ def steady_tpot(cases: list[ServingCase], constants: ConstantsTable | None = Non
         model, hw = catalog_model(first.run.model), catalog()[first.run.system]
         dep = first.deployment
         ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine, constants))
-        conc = np.array([cases[i].concurrency for i in idx])
-        seqs = conc / dep.attn_dp                                    # decoding sequences per attention rank
-        prompts = seqs / dep.output_tokens if first.prefill_in_decode else np.zeros_like(seqs)
-        out[idx] = _mean_step_s(ctx, seqs, prompts, dep.input_tokens, dep.output_tokens)
+        seqs = np.array([cases[i].running_per_rank for i in idx])     # decoding sequences per attention rank
+        out[idx] = (cohort_step_s(ctx, seqs, dep.input_tokens, dep.output_tokens, dep.engine)
+                    if first.prefill_in_decode else _step_s(ctx, seqs, np.zeros_like(seqs), dep))
     return out
 
 
-def _mean_step_s(ctx, seqs: np.ndarray, prompts: np.ndarray, isl: int, osl: int) -> np.ndarray:
-    """Mean step time when `prompts` whole prompts arrive per step on average: a step carries floor(prompts) or
-    floor(prompts) + 1 of them, in the shares that give that mean. Pricing one step with the fractional mean
-    instead would spread a prompt over every step, and a step's cost is concave in its tokens (a MoE layer's
-    experts, a GEMM's weight read are paid once per step), so the mean batch overstates the mean step (Jensen):
-    Qwen3-235B on 4 H100 at 4 clients, 1,024 in / 128 out, was priced 36 ms against 17 ms without prompts."""
-    low = np.floor(prompts)
-    share_high = prompts - low
-    times = []
-    for n in (low, low + 1.0):
-        b = Batch(decode_seqs=seqs, decode_context=isl + osl / 2.0, prefill_seqs=n, prefill_tokens=float(isl),
-                  prefill_position=isl / 2.0)
-        times.append(np.broadcast_to(step_cost(ctx, b).latency_s, seqs.shape))
-    return (1.0 - share_high) * times[0] + share_high * times[1]
+# The token budget aiconfigurator's generator gives each engine beyond the running batch (its rule files
+# src/aiconfigurator/generator/rule_plugin/benchmark/{vllm,sglang,trtllm}.rule at commit 095f58a51c4c:
+# max_num_tokens / max_num_batched_tokens = batch + isl + 1,500; SGLang max_prefill_tokens = isl + 1,500)
+PREFILL_SLACK_TOKENS = 1500
+
+
+def prefill_step_tokens(seqs, isl: int, engine: str):
+    """Prompt tokens one prefill step takes in a closed-loop run of `seqs` clients: every prompt that has arrived,
+    up to the budget; TensorRT-LLM (no chunked prefill in these runs) only whole prompts."""
+    budget = isl + PREFILL_SLACK_TOKENS
+    if engine == "trtllm":
+        budget = isl * (budget // isl)
+    return np.minimum(np.asarray(seqs, dtype=float) * isl, budget)
+
+
+def cohort_step_s(ctx, seqs: np.ndarray, isl: int, osl: int, engine: str) -> np.ndarray:
+    """Mean step time a request sees while it decodes, in a closed loop of `seqs` clients sending identical requests.
+
+    A client sends its next request when the last one ends, so requests admitted in the same prefill step finish in
+    the same step and return together: the clients move in k = seqs x isl / u cohorts, u the tokens one prefill
+    step takes (`prefill_step_tokens`). In one request's osl decode steps the k - 1 other cohorts are prefilled,
+    each in one step beside the decodes; its own cohort's prefill belongs to its TTFT. So a share
+    g = (k - 1) / osl of the steps carries u prompt tokens and the rest decode only (g >= 1: prefill in every step).
+    Pricing every step with the mean prompt tokens instead would overstate a MoE step (its expert reads are concave
+    in tokens: Qwen3-235B on 4 H100 at 4 clients, 1,024 in / 128 out, 36 ms against 17 ms) and charge lockstepped
+    clients (k = 1) for prefills that never interrupt them."""
+    u = prefill_step_tokens(seqs, isl, engine)
+    share = np.clip((seqs * isl / u - 1.0) / osl, 0.0, 1.0)
+    decode_only = _step_s(ctx, seqs, np.zeros_like(seqs), ctx.dep)
+    with_prefill = _step_s(ctx, seqs, u / isl, ctx.dep)
+    return (1.0 - share) * decode_only + share * with_prefill
+
+
+def _step_s(ctx, seqs, prompts, dep) -> np.ndarray:
+    isl, osl = dep.input_tokens, dep.output_tokens
+    b = Batch(decode_seqs=seqs, decode_context=isl + osl / 2.0, prefill_seqs=prompts, prefill_tokens=float(isl),
+              prefill_position=isl / 2.0)
+    return np.broadcast_to(step_cost(ctx, b).latency_s, np.shape(seqs))
 
 
 def build_cases(runs: list[SiliconRun]) -> tuple[list[ServingCase], list[tuple[str, str]]]:

@@ -20,7 +20,7 @@ ENGINES = sorted(engine_profiles())            # vllm, sglang, trtllm, llamacpp,
 CHIPS = sorted(catalog())
 MODELS = ["llama-3.1-8b", "qwen3-32b", "mixtral-8x7b", "deepseek-v3", "qwen3-next-80b", "gpt-oss-20b"]
 FRACTIONS = ("hbm_bandwidth_fraction", "attention_bandwidth_fraction", "gemm_flops_fraction", "prefill_flops_fraction",
-             "link_bandwidth_fraction", "usable_memory_fraction")
+             "link_bandwidth_fraction", "usable_memory_fraction", "grouped_gemm_fraction", "sustained_clock_fraction")
 REL = 1e-9                                      # floating-point slack only
 
 
@@ -91,17 +91,18 @@ def test_step_time_never_falls_as_the_work_grows(model, chip, engine, tp, seqs, 
     assert prefill(context * longer) >= prefill(context) * (1 - REL)
 
 
-def test_gemm_curves_rise_with_rows_and_stay_under_the_peak():
-    """The achieved GEMM rate, peak x fraction x rows / (rows + gemm_half_rows), for decode and for prefill, for every
-    chip and engine: non-decreasing in rows from 1 to 65,536 and at most the peak (it reaches peak x fraction only as
-    rows grow without bound)."""
-    rows = [2.0 ** i for i in range(17)]
+def test_gemm_curves_rise_with_rows_and_inner_dimension_and_stay_under_the_peak():
+    """The achieved GEMM rate, peak x fraction x rows / (rows + gemm_half_rows) x K / (K + gemm_half_inner), for decode
+    and for prefill, for every chip and engine: non-decreasing in rows from 1 to 65,536 and in the inner dimension K
+    from 16 to 65,536, and at most the peak (it reaches peak x fraction only as both grow without bound)."""
+    sizes = [2.0 ** i for i in range(17)]
     for chip, hw in catalog().items():
         for engine in ENGINES:
             k = for_hardware(hw, engine)
             ctx = make_context(load_model("llama-3.1-8b"), hw, Deployment(engine=engine), k)
             peak = max(f for _, f in hw.flops_per_s)
             for fraction in (k.gemm_flops_fraction, k.prefill_flops_fraction):
-                curve = [peak * fraction * gemm_efficiency(ctx, r) for r in rows]
-                assert all(b >= a * (1 - REL) for a, b in zip(curve, curve[1:])), (chip, engine)
-                assert all(math.isfinite(v) and 0 < v <= peak for v in curve), (chip, engine)
+                for curve in ([peak * fraction * gemm_efficiency(ctx, r, ((1.0, 4096.0),)) for r in sizes],
+                              [peak * fraction * gemm_efficiency(ctx, 4096.0, ((1.0, n + 16),)) for n in sizes]):
+                    assert all(b >= a * (1 - REL) for a, b in zip(curve, curve[1:])), (chip, engine)
+                    assert all(math.isfinite(v) and 0 < v <= peak for v in curve), (chip, engine)

@@ -25,14 +25,19 @@ def test_allreduce_time_is_the_measured_latency_plus_bytes_over_the_link():
 
 def test_busiest_expert_rank_never_reads_more_experts_than_it_holds():
     """DeepSeek-V3 with EP 8 at a large batch touches nearly all 256 experts: 32 per chip. The load-imbalance
-    factor (1.15) scales the busiest chip's work, but it cannot read more than the 32 experts it holds."""
+    factor (lambda) scales the busiest chip's work, but it cannot read more than the 32 experts it holds. Beside the
+    weights the op moves its (token, expert) pairs' activations: lambda x 4,096 x 8 / 8 pairs, each its input and
+    output (2 d) and the expert's inner widths (expert params / d, moe_tp 1), at 2 bytes."""
     m, hw = tokensim.load_model("deepseek-v3"), tokensim.load_hardware("h200")
     dep = Deployment(tp=8, ep=8, weights="fp8")
-    ctx = make_context(m, hw, dep, for_hardware(hw))
+    k = for_hardware(hw)
+    ctx = make_context(m, hw, dep, k)
     moe = next(l.ffn for l in m.layers if isinstance(l.ffn, MoE))
     op = next(o for o in moe_ops(ctx, moe, Batch.decode(4096, 1000)) if o.name == "moe.experts")
     held = 256 / 8
-    assert op.bytes == pytest.approx(held * moe.expert_params * ctx.rates["routed_experts"].bytes_per_weight)
+    d = m.hidden_size
+    activations = k.moe_load_imbalance * 4096 * 8 / 8 * (2 * d + moe.expert_params / d) * 2
+    assert op.bytes == pytest.approx(held * moe.expert_params * ctx.rates["routed_experts"].bytes_per_weight + activations)
 
 
 def test_speculation_routes_every_verified_token():

@@ -33,9 +33,14 @@ class Constants:
     attention_bandwidth_fraction: float   # achieved / peak bandwidth reading the paged KV cache in decode attention
     gemm_flops_fraction: float       # achieved / peak dense FLOP/s of a large GEMM
     gemm_half_rows: float            # token rows at which a GEMM reaches half that rate
+    gemm_half_inner: float           # inner (reduction) dimension per chip at which a GEMM reaches half that rate
+    grouped_gemm_fraction: float     # a MoE layer's grouped expert GEMMs against a dense GEMM of the same shape
+    narrow_format_serial_share: float  # share of a GEMM's bf16-rate time that an fp8/fp4 format does not speed up
+    sustained_clock_fraction: float  # sustained tensor throughput under the chip's power limit / the datasheet peak
     prefill_flops_fraction: float    # achieved / peak dense FLOP/s over a whole prefill
     attention_prefill_rate_ratio: float   # prefill attention (scores, values) FLOP/s as a share of that prefill rate
     kernel_gap_s: float              # idle time per kernel launch
+    eager_layer_overhead_s: float    # host time to dispatch one layer's kernels in a step outside CUDA graphs (prefill)
     layer_latency_s: float           # dataflow floor per layer (wafers, LPUs): its fixed part
     layer_latency_s_per_byte: float  # and its part per byte of weights the layer touches on a chip
     host_overhead_s: float           # per decode step, outside the accelerator
@@ -54,6 +59,12 @@ class Constants:
             v = getattr(self, f.name)
             if not (isinstance(v, float) and math.isfinite(v) and v >= 0):
                 raise bad_value(f"constants.{f.name}", v, "a finite number >= 0")
+        for name in ("grouped_gemm_fraction", "sustained_clock_fraction"):
+            v = getattr(self, name)
+            if not 0 < v <= 1:
+                raise bad_value(f"constants.{name}", v, "a share in (0, 1]")
+        if self.narrow_format_serial_share > 1:
+            raise bad_value("constants.narrow_format_serial_share", self.narrow_format_serial_share, "a share in [0, 1]")
         if self.attention_prefill_rate_ratio <= 0:
             raise bad_value("constants.attention_prefill_rate_ratio", self.attention_prefill_rate_ratio,
                             "a number > 0 (a share of the prefill FLOP rate)")
@@ -71,7 +82,8 @@ def _read(path: Path) -> dict:
         raise TokensimError(f"{path}: not a readable constants table ({str(exc).splitlines()[0]})") from None
 
 
-def _levels(family: str, kind: str, engine: str, vendor: str) -> tuple[tuple[str, str], ...]:
+def levels(family: str, kind: str, engine: str, vendor: str) -> tuple[tuple[str, str], ...]:
+    """The (family-or-kind-or-vendor, engine) levels a lookup visits, least specific first (the last one found wins)."""
     return (("default", "default"), ("default", engine), (kind, "default"), (kind, engine),
             (vendor, "default"), (vendor, engine), (family, "default"), (family, engine))
 
@@ -89,7 +101,7 @@ class ConstantsTable:
         """Most specific level wins; within a level, fitted values and then the overlay beat the base file."""
         out: dict[str, Any] = {}
         fitted = self.fitted.get("constants", {})
-        for fam, eng in _levels(family, kind, engine, vendor.lower()):
+        for fam, eng in levels(family, kind, engine, vendor.lower()):
             out.update(self.base.get(fam, {}).get(eng, {}))
             out.update(fitted.get(fam, {}).get(eng, {}))
             out.update(self.overlay.get(fam, {}).get(eng, {}))
@@ -129,7 +141,7 @@ class ConstantsTable:
         """The evidence line behind each constant as used for this family, kind, engine and vendor."""
         values = self.merged(family, kind, engine, vendor)
         out = {n: str(values.get(f"{n}_evidence", "")) for n in NAMES}
-        for fam, eng in _levels(family, kind, engine, vendor.lower()):
+        for fam, eng in levels(family, kind, engine, vendor.lower()):
             for name in self.fitted.get("constants", {}).get(fam, {}).get(eng, {}):
                 out[name] = f"fitted by `tokensim fit` on {self.fitted.get('date', '?')} ({self.fitted.get('rows', '?')} rows)"
             for name in self.overlay.get(fam, {}).get(eng, {}):

@@ -17,6 +17,7 @@ ACTIVATION = "bf16"      # activations crossing links
 STATE = "fp32"           # linear-attention / SSM recurrent state (mamba_ssm_dtype float32 in Qwen3.5 and Nemotron 3 configs)
 INDEXER = "fp8"          # DSA indexer keys are cached in FP8 (docs/model.md, sparse attention)
 GROUPS = ("attention", "dense_ffn", "shared_experts", "routed_experts", "embedding", "lm_head")
+KV_CORE = "kv_core"      # the rate of the attention core, set by the KV cache's format (make_context)
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,20 @@ def compute_format(hw: HardwareSpec, dep: Deployment, precision_name: str) -> st
     return "bf16"
 
 
+def seconds_per_flop(hw: HardwareSpec, fmt: str, k: Constants) -> float:
+    """Seconds per FLOP at the sustained peak of compute format `fmt`, before the achieved fractions: a share
+    `narrow_format_serial_share` of the time a GEMM would take at the bf16 rate does not shrink with a narrower
+    format (activation quantization, scales, epilogues), and the chip holds `sustained_clock_fraction` of its
+    datasheet peak under its power limit."""
+    peak, wide = hw.peak_flops(fmt), hw.peak_flops("bf16")
+    p = k.narrow_format_serial_share if COMPUTE_BITS[fmt] < COMPUTE_BITS["bf16"] and wide < peak else 0.0
+    return ((1.0 - p) / peak + p / wide) / k.sustained_clock_fraction
+
+
+def _rate(bytes_per_elem: float, per_flop: float, fmt: str, k: Constants) -> Rate:
+    return Rate(bytes_per_elem, per_flop / k.gemm_flops_fraction, per_flop / k.prefill_flops_fraction, fmt)
+
+
 def make_context(model: ModelSpec, hw: HardwareSpec, dep: Deployment, k: Constants) -> Context:
     rates = {}
     for group in GROUPS:
@@ -103,8 +118,14 @@ def make_context(model: ModelSpec, hw: HardwareSpec, dep: Deployment, k: Constan
         p = get_precision(name)
         fmt = compute_format(hw, dep, name)
         weight_only = p.value_bits < COMPUTE_BITS[fmt]
-        per_flop = (k.dequant_overhead if weight_only else 1.0) / hw.peak_flops(fmt)
-        rates[group] = Rate(p.bytes_per_element, per_flop / k.gemm_flops_fraction, per_flop / k.prefill_flops_fraction, fmt)
+        rates[group] = _rate(p.bytes_per_element, (k.dequant_overhead if weight_only else 1.0)
+                             * seconds_per_flop(hw, fmt, k), fmt, k)
+    # the attention core (scores and values over the KV cache) computes in the cache's format where the chip has a
+    # rate for it (FP8 attention over an FP8 cache), else in bf16, whatever the projections' weights are stored in
+    kv = get_precision(dep.kv)
+    narrow = kv.native_compute in ("fp8", "fp4") and hw.supports("fp8")     # an FP4 cache is read into FP8 attention
+    kv_fmt = "fp8" if narrow else next((f for f in FALLBACK["bf16"] if hw.supports(f)), "bf16")
+    rates[KV_CORE] = _rate(kv.bytes_per_element, seconds_per_flop(hw, kv_fmt, k), kv_fmt, k)
     return Context(
         model=model, hw=hw, dep=dep, k=k, rates=rates,
         kv_bytes_per_elem=get_precision(dep.kv).bytes_per_element,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokensim.perf.context import Context
+from tokensim.perf.context import KV_CORE, Context
 from tokensim.perf.ops import Num, OpCost
 from tokensim.specs.model.spec import Attention, DenseFFN, Layer, LinearMixer, MoE
 
@@ -96,26 +96,58 @@ def gated(op: OpCost, mask) -> OpCost:
                   op.t_compute_s * m, op.t_comm_s * m, op.t_fixed_s * m)
 
 
-def gemm_efficiency(ctx: Context, rows: float | None) -> float:
-    """Share of the achieved GEMM rate a GEMM with `rows` token rows reaches: rows / (rows + gemm_half_rows).
+def gemm_efficiency(ctx: Context, rows: float | None, inner=None) -> float:
+    """Share of the achieved GEMM rate a GEMM of this shape reaches (docs/model.md 1.3): rows / (rows + gemm_half_rows)
+    for its token rows, times the inner-dimension fill of `inner` (`inner_efficiency`). None: not a GEMM (attention).
 
     Tensor-core GEMMs need a deep M to fill their tiles; cuBLAS/CUTLASS efficiency curves reach half
-    their large-M rate near M = 64-128 (constants.toml, gemm_half_rows). None: not a GEMM (attention)."""
+    their large-M rate near M = 64-128 (constants.toml, gemm_half_rows)."""
     if rows is None:
         return 1.0
-    return rows / (rows + ctx.k.gemm_half_rows)
+    fill = rows / (rows + ctx.k.gemm_half_rows)
+    return fill if inner is None else fill * inner_efficiency(ctx, inner)
+
+
+def inner_efficiency(ctx: Context, parts) -> Num:
+    """Rate share of an op made of GEMMs with inner (reduction) dimensions K_i per chip, taking shares s_i of its
+    FLOPs: 1 / sum(s_i / f(K_i)), f(K) = K / (K + gemm_half_inner): a short K loop spends as long loading its
+    first blocks and writing its output tile as computing."""
+    half = ctx.k.gemm_half_inner
+    if not half:
+        return 1.0
+    return 1.0 / sum(share * (inner + half) / inner for share, inner in parts)
 
 
 def compute_op(ctx: Context, name: str, nbytes, flops, group: str, kernel_key: str | None = None,
-               rows=None, prefill_share=0.0, bytes_per_s=None, prefill_rate_ratio=1.0) -> OpCost:
+               rows=None, prefill_share=0.0, bytes_per_s=None, prefill_rate_ratio=1.0, inner=None,
+               scale=1.0) -> OpCost:
     """An op reading `nbytes` and computing `flops`; `prefill_share` of the FLOPs belong to prompt tokens and run at
-    the prefill rate (times `prefill_rate_ratio`), the rest at the decode rate; `rows` (token rows of a GEMM) sets its
-    tile efficiency."""
+    the prefill rate (times `prefill_rate_ratio`), the rest at the decode rate; `rows` (token rows of a GEMM) and
+    `inner` ((FLOP share, inner dimension) of each of its GEMMs) set its tile efficiency; `scale` multiplies the
+    rate (grouped expert GEMMs)."""
     rate = ctx.rates[group]
     s_per_flop = rate.s_per_flop + (rate.s_per_flop_prefill / prefill_rate_ratio - rate.s_per_flop) * prefill_share
     bw = ctx.bytes_per_s if bytes_per_s is None else bytes_per_s
-    return OpCost(name, nbytes, flops, 0.0, "", nbytes / bw, flops * s_per_flop / gemm_efficiency(ctx, rows),
-                  0.0, launch_s(ctx, kernel_key or name))
+    eff = gemm_efficiency(ctx, rows, inner) * scale
+    if np.ndim(eff) == 0 and np.ndim(flops) == 0:
+        t_compute = flops * s_per_flop / eff if flops else 0.0         # no tokens, no work (and no 0 / 0)
+    else:
+        t_compute = np.divide(flops * s_per_flop, eff, out=np.zeros(np.broadcast_shapes(np.shape(flops), np.shape(eff),
+                                                                                          np.shape(s_per_flop))),
+                              where=np.asarray(eff) > 0)
+    return OpCost(name, nbytes, flops, 0.0, "", nbytes / bw, t_compute, 0.0, launch_s(ctx, kernel_key or name))
+
+
+def act_bytes(ctx: Context, elems) -> Num:
+    """Bytes of `elems` activation elements (bf16) read or written in the weight/KV memory tier."""
+    return elems * ctx.act_bytes_per_elem
+
+
+def elementwise_op(ctx: Context, nbytes) -> OpCost:
+    """The memory-bound kernels between a block's GEMMs (fused add + RMSNorm, rotary, the gated activation, MoE token
+    permute and combine): activations read and written once each, beside the GEMMs' own time. Their launches are
+    counted with the block's GEMMs (KERNELS)."""
+    return OpCost("elementwise", nbytes, 0.0, 0.0, "", nbytes / ctx.bytes_per_s, 0.0, 0.0, 0.0)
 
 
 def prefill_share(b: Batch):
@@ -127,12 +159,23 @@ def prefill_share(b: Batch):
 
 
 def weight_op(ctx: Context, name: str, params_per_chip, b: Batch, group: str, kernel_key: str | None = None,
-              tokens=None) -> OpCost:
+              tokens=None, inner=None) -> OpCost:
     """A GEMM/GEMV over `params_per_chip` weights: read them once, 2 FLOPs per weight per token of the batch
-    (or per `tokens` when given: the LM head computes logits only for the tokens that sample)."""
+    (or per `tokens` when given: the LM head computes logits only for the tokens that sample), and each token's
+    input and output activations (2 d + params_per_chip / d elements: a d-wide input and output, and the op's
+    inner widths). `inner`: (FLOP share, inner dimension) of each of its GEMMs (default: one GEMM of inner d)."""
     t = b.tokens if tokens is None else tokens
-    return compute_op(ctx, name, params_per_chip * ctx.rates[group].bytes_per_weight, 2.0 * params_per_chip * t,
-                      group, kernel_key, rows=t, prefill_share=prefill_share(b))
+    d = ctx.model.hidden_size
+    io = act_bytes(ctx, t * (2.0 * d + params_per_chip / d))
+    return compute_op(ctx, name, params_per_chip * ctx.rates[group].bytes_per_weight + io, 2.0 * params_per_chip * t,
+                      group, kernel_key, rows=t, prefill_share=prefill_share(b),
+                      inner=inner if inner is not None else ((1.0, d),))
+
+
+def gated_ffn_inner(d: int, params_per_chip) -> tuple:
+    """A gated FFN per chip: gate_up (2/3 of the FLOPs) reduces over d, down (1/3) over its intermediate width per
+    chip, I / tp = params_per_chip / (3 d)."""
+    return ((2.0 / 3.0, d), (1.0 / 3.0, np.maximum(params_per_chip / (3.0 * d), 1.0)))
 
 
 def comm_op(ctx: Context, name: str, nbytes: float, group_chips: int, latency_s: float, peer=False) -> OpCost:
@@ -162,7 +205,12 @@ def _share(part, total):
 
 def attention_ops(ctx: Context, att: Attention, b: Batch) -> list[OpCost]:
     tp = ctx.dep.tp
-    ops = [weight_op(ctx, "attn.proj", att.params / tp, b, "attention", "attn.proj.mla" if att.kind == "mla" else None)]
+    d = ctx.model.hidden_size
+    # the output projection reduces over the heads' value width per chip; the others over d (or a LoRA rank)
+    o_share = min(att.n_heads * att.v_head_dim * d / att.params, 0.5)
+    inner = ((1.0 - o_share, d), (o_share, np.maximum(att.n_heads * att.v_head_dim / tp, 1.0)))
+    ops = [weight_op(ctx, "attn.proj", att.params / tp, b, "attention", "attn.proj.mla" if att.kind == "mla" else None,
+                     inner=inner)]
     entry = att.kv_elems_per_token * ctx.kv_bytes_per_elem / kv_shard(att, tp)
     index_entry = att.indexer_elems_per_token * ctx.index_bytes_per_elem
     pair = att.score_flops_per_pair
@@ -184,18 +232,25 @@ def attention_ops(ctx: Context, att: Attention, b: Batch) -> list[OpCost]:
     flops_prefill = b.new_prefill_tokens * (prefill_pair * att.read_entries(pos)
                                             + att.indexer_flops_per_pair * att.cached_entries(pos)) / tp
     flops = flops_decode + flops_prefill
-    ops.append(compute_op(ctx, "attn.core", nbytes, flops, "attention", prefill_share=_share(flops_prefill, flops),
+    # each query token's q is read and its output written (heads x value width per chip)
+    nbytes = nbytes + act_bytes(ctx, b.tokens * att.n_heads * (att.head_dim + att.v_head_dim) / tp)
+    ops.append(compute_op(ctx, "attn.core", nbytes, flops, KV_CORE, prefill_share=_share(flops_prefill, flops),
                           bytes_per_s=ctx.kv_bytes_per_s, prefill_rate_ratio=ctx.k.attention_prefill_rate_ratio))
+    # fused residual add + RMSNorm (read x and the residual, write both), rotary on q and k
+    ops.append(elementwise_op(ctx, act_bytes(ctx, b.tokens * (4.0 * d + 2.0 * (att.n_heads + att.n_kv_heads)
+                                                                 * att.head_dim / tp))))
     return ops
 
 
 def linear_mixer_ops(ctx: Context, mix: LinearMixer, b: Batch) -> list[OpCost]:
     tp = ctx.dep.tp
     state_bytes = 2.0 * b.seqs * mix.state_elems * ctx.state_bytes_per_elem / tp      # read and write the state once per step
+    d = ctx.model.hidden_size
     return [
         weight_op(ctx, "linear.proj", mix.params / tp, b, "attention"),
         compute_op(ctx, "linear.state", state_bytes, b.tokens * mix.flops_per_token / tp, "attention",
                    prefill_share=prefill_share(b)),
+        elementwise_op(ctx, act_bytes(ctx, b.tokens * (4.0 * d + mix.params / tp / d))),   # add + norm, gates, conv
     ]
 
 
@@ -207,9 +262,11 @@ def expected_experts_touched(n_experts: int, top_k: int, tokens: float) -> float
 def moe_ops(ctx: Context, moe: MoE, b: Batch) -> list[OpCost]:
     dep, k = ctx.dep, ctx.k
     ops = []
+    d = ctx.model.hidden_size
     always_on = moe.shared_params + moe.router_params + moe.latent_params
     if always_on:
-        ops.append(weight_op(ctx, "moe.shared", always_on / dep.tp, b, "shared_experts"))
+        ops.append(weight_op(ctx, "moe.shared", always_on / dep.tp, b, "shared_experts",
+                             inner=gated_ffn_inner(d, always_on / dep.tp)))
     imbalance: Num = np.where(dep.ep > 1, k.moe_load_imbalance, 1.0)
     if np.ndim(imbalance) == 0:
         imbalance = float(imbalance)
@@ -223,9 +280,17 @@ def moe_ops(ctx: Context, moe: MoE, b: Batch) -> list[OpCost]:
     nbytes = np.minimum(imbalance * touched, held) * moe.expert_params / dep.moe_tp * rate.bytes_per_weight
     flops = imbalance * 2.0 * moe_tokens * moe.top_k * moe.expert_params / (dep.ep * dep.moe_tp)
     rows_per_expert = moe_tokens * moe.top_k / np.maximum(distinct, 1e-9)
-    ops.append(compute_op(ctx, "moe.experts", nbytes, flops, "routed_experts", rows=rows_per_expert,
-                          prefill_share=prefill_share(b)))
+    # (token, expert) pairs this chip computes, and each pair's GEMM inputs and outputs
+    pairs = imbalance * moe_tokens * moe.top_k / dep.ep
+    width = moe.expert_params / dep.moe_tp / d                 # 3 x the expert's intermediate width per chip
+    io = act_bytes(ctx, pairs * (2.0 * d + width))
+    ops.append(compute_op(ctx, "moe.experts", nbytes + io, flops, "routed_experts", rows=rows_per_expert,
+                          prefill_share=prefill_share(b), inner=gated_ffn_inner(d, moe.expert_params / dep.moe_tp),
+                          scale=k.grouped_gemm_fraction))
     tokens = b.tokens
+    # add + norm of the rank's tokens, their permute and combine (read/write d per pair and per token) and the
+    # gated activation of every pair
+    ops.append(elementwise_op(ctx, act_bytes(ctx, tokens * 6.0 * d + pairs * (2.0 * d + width))))
     gather = (dep.attn_dp > 1) & (dep.ep < dep.stage_chips)
     if needed(gather):
         # attention-DP ranks hand their tokens to experts split across ranks (SGLang dp_gather / dp_scatter):
@@ -256,7 +321,10 @@ def layer_ops(ctx: Context, layer: Layer, b: Batch) -> list[OpCost]:
     if layer.mixer is not None and needed(ctx.dep.tp > 1):
         ops.append(gated(allreduce_op(ctx, b.tokens), ctx.dep.tp > 1))
     if isinstance(layer.ffn, DenseFFN):
-        ops.append(weight_op(ctx, "ffn", layer.ffn.params / ctx.dep.tp, b, "dense_ffn"))
+        d, per_chip = ctx.model.hidden_size, layer.ffn.params / ctx.dep.tp
+        ops.append(weight_op(ctx, "ffn", per_chip, b, "dense_ffn", inner=gated_ffn_inner(d, per_chip)))
+        # add + norm (4 d per token) and the gated activation (read 2 I / tp, write I / tp)
+        ops.append(elementwise_op(ctx, act_bytes(ctx, b.tokens * (4.0 * d + per_chip / d))))
     elif isinstance(layer.ffn, MoE):
         ops += moe_ops(ctx, layer.ffn, b)
     if layer.ffn is not None and needed(ctx.dep.tp > 1):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokensim.perf.context import Context
-from tokensim.perf.layers import Batch, comm_op, layer_ops, weight_op
+from tokensim.perf.layers import Batch, comm_op, layer_ops, needed, weight_op
 from tokensim.perf.ops import OpCost, OpSummary, summarize
 
 
@@ -70,6 +70,12 @@ def step_cost(ctx: Context, batch: Batch, head: bool = True) -> StepCost:
             lm = weight_op(ctx, "lm_head", model.lm_head_matmul_params / dep.tp, batch, "lm_head", tokens=logits_tokens)
             ops.append((lm, 1))
             t, b, f, busy = t + lm.time_s, b + lm.bytes, f + lm.flops, busy + lm.busy_s
+        if ctx.k.eager_layer_overhead_s and needed(batch.prefill_seqs):
+            # a step with prompt tokens runs outside the engine's CUDA graphs: the host dispatches every layer's
+            # kernels itself, and the stage takes at least that long
+            dispatch = ctx.k.eager_layer_overhead_s * sum(group.values())
+            floored = np.where(np.asarray(batch.prefill_seqs) > 0, np.maximum(t, dispatch), t)
+            t = float(floored) if np.ndim(floored) == 0 else floored  # type: ignore[assignment]  # arrays in the planner
         stage_s.append(t)
         stage_bytes.append(b)
         stage_flops.append(f)

@@ -80,3 +80,34 @@ def test_a_disaggregated_decode_worker_sees_no_prompts(case):
     c = replace(case, prefill_in_decode=False)
     assert steady_tpot([c])[0] == pytest.approx(_step_s(case, 4, 0), rel=1e-9)
     assert np.isfinite(steady_tpot([c])).all()
+
+
+def _run(tmp_path, line):
+    from tokensim.validate.serving_rows import SILICON_COLUMNS, read_silicon
+    path = tmp_path / "one.csv"
+    path.write_text(",".join(SILICON_COLUMNS) + "\n" + line + "\n")
+    runs, _ = read_silicon(path)
+    return runs[0]
+
+
+def test_experts_split_below_a_tile_are_read_as_expert_parallelism(tmp_path):
+    """DeepSeek-R1 'tp 36, moe_tp 36, moe_ep 1' would give each GPU 2,048 / 36 = 57 columns of every expert, below one
+    128-column tile: read as expert parallelism 36 with attention data parallelism 36, and the 256 experts padded to
+    the next multiple of 36, 288 slots: 32 redundant."""
+    from tokensim.validate.serving import serving_case
+    run = _run(tmp_path, "r1,source_file=x.csv; silicon_concurrency=64,trtllm,,deepseek-ai/DeepSeek-R1,gb200,fp4,agg,"
+                         "1024,1024,nvfp4,nvfp4,64,36,1,1,36,1,,,,,,,,,,,,,,,200.0,10.0")
+    case = serving_case(run)
+    d = case.deployment
+    assert (d.tp, d.attn_dp, d.ep) == (1, 36, 36)
+    assert d.redundant_experts == 288 - 256
+    assert any("below one 128-column tile" in n for n in case.assumptions)
+
+
+def test_experts_wide_enough_per_gpu_stay_tensor_parallel(tmp_path):
+    """moe_tp 8 on DeepSeek-R1: 2,048 / 8 = 256 columns per GPU, two tiles: the stated layout stands."""
+    from tokensim.validate.serving import serving_case
+    run = _run(tmp_path, "r2,source_file=x.csv; silicon_concurrency=16,trtllm,,deepseek-ai/DeepSeek-R1,b200_sxm,fp8,agg,"
+                         "1024,1024,fp8,fp8,16,8,1,1,8,1,,,,,,,,,,,,,,,200.0,10.0")
+    d = serving_case(run).deployment
+    assert (d.tp, d.attn_dp, d.ep, d.redundant_experts) == (8, 1, 1, 0)

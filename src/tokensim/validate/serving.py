@@ -28,9 +28,11 @@ from tokensim.perf.layers import Batch
 from tokensim.perf.step import step_cost
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model
+from tokensim.specs.model.spec import MoE
 from tokensim.validate.serving_rows import Pool, SiliconRun
 
 LOW_PRECISION = ("fp8", "nvfp4", "mxfp4", "fp4", "int4")
+TILE_COLUMNS = 128      # output columns of one tensor-core GEMM tile (CUTLASS/cuBLAS tiles are 64-256 wide)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,16 @@ def _layout(pool: Pool, model) -> tuple[int, int, int, list[str]]:
     elif (tp * adp) % ep:
         notes.append(f"moe_ep {ep} does not divide tp x attention_dp {tp * adp}; experts read as tensor-parallel (rule)")
         ep = 1
+    expert = next((layer.ffn for layer in model.layers if isinstance(layer.ffn, MoE)), None)
+    if expert is not None and ep == 1 and expert.expert_params / (3 * model.hidden_size) < TILE_COLUMNS * tp * adp:
+        # an expert's intermediate width split below one tensor-core tile per chip is not a layout engines run (and
+        # the stated concurrency's KV would not fit under tensor-parallel attention): the source writes the GPU
+        # count as tp; read as expert parallelism over those GPUs, with attention data parallelism
+        notes.append(f"moe_tp {tp * adp} with moe_ep 1 would split each expert's "
+                     f"{expert.expert_params // (3 * model.hidden_size)}-wide intermediate below one "
+                     f"{TILE_COLUMNS}-column tile per GPU: read as expert parallelism {tp * adp} with attention data "
+                     f"parallelism {tp * adp} (rule)")
+        ep, adp, tp = tp * adp, tp * adp, 1
     heads = min((layer.mixer.n_heads for layer in model.layers if hasattr(layer.mixer, "n_heads")), default=tp)
     if heads % tp:
         notes.append(f"tp {tp} does not divide the model's {heads} attention heads: read as attention data parallelism "
@@ -115,9 +127,15 @@ def serving_case(run: SiliconRun) -> ServingCase:
     else:
         raise TokensimError(f"{run.id}: decode worker count and decode batch size not stated (the load on a decode "
                             f"worker is unknown)")
+    experts = next((layer.ffn.n_experts for layer in model.layers if isinstance(layer.ffn, MoE)), 0)
+    redundant = -experts % ep if experts else 0
+    if redundant:
+        notes.append(f"ep {ep} does not divide the {experts} routed experts: {redundant} redundant expert slots fill "
+                     f"every GPU's share, as expert-parallel load balancers place them (rule)")
     dep = Deployment(tp=tp, pp=pool.pp, attn_dp=adp, ep=ep, weights=run.gemm_weights or run.weights,
                      expert_weights=run.moe_weights if model.is_moe else None, kv=kv, engine=run.engine,
-                     batch=max(1, math.ceil(concurrency)), input_tokens=run.isl, output_tokens=run.osl, overlap_comm=ep > 1)
+                     batch=max(1, math.ceil(concurrency)), input_tokens=run.isl, output_tokens=run.osl, overlap_comm=ep > 1,
+                     redundant_experts=redundant)
     check_against_model(model, dep)
     cap = pool.batch_size if run.agg is not None else None
     if cap is not None and cap < concurrency / adp:
@@ -139,6 +157,38 @@ def steady_tpot(cases: list[ServingCase], constants: ConstantsTable | None = Non
         seqs = np.array([cases[i].running_per_rank for i in idx])     # decoding sequences per attention rank
         out[idx] = (cohort_step_s(ctx, seqs, dep.input_tokens, dep.output_tokens, dep.engine)
                     if first.prefill_in_decode else _step_s(ctx, seqs, np.zeros_like(seqs), dep))
+    return out
+
+
+LIGHT_LOAD_CLIENTS = 4      # runs with at most this many clients per replica have (almost) no queue
+
+
+def light_ttft(cases: list[ServingCase], constants: ConstantsTable | None = None, steps=None) -> np.ndarray:
+    """TTFT (seconds) of lightly loaded aggregated runs in their closed-loop steady state, the way the simulator
+    serves them: requests admitted in one prefill step finish together, so g = u / isl prompts (u: the tokens one
+    prefill step takes, `prefill_step_tokens`) return as a cohort while the m = clients - g others decode. The
+    cohort arrives as a step starts that was scheduled before it arrived (vLLM's async scheduling, the overlap
+    schedulers of SGLang and TensorRT-LLM), waits for that step (m decodes; none when the engine was idle), and gets
+    its first tokens from the next (g prompts beside the m decodes); the engine's request path
+    (request_overhead_s) comes on top. `steps` (one per case): how many such waits and prefill steps the simulator
+    finds a first token takes in that run (chunked prompts can span two steps; `tokensim fit` measures it on the
+    simulator at its current constants), default 1."""
+    out = np.full(len(cases), np.nan)
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, c in enumerate(cases):
+        groups[c.group].append(i)
+    for idx in groups.values():
+        first = cases[idx[0]]
+        model, hw = catalog_model(first.run.model), catalog()[first.run.system]
+        dep = first.deployment
+        k = for_hardware(hw, dep.engine, constants)
+        ctx = make_context(model, hw, dep, k)
+        seqs = np.array([cases[i].running_per_rank for i in idx])
+        prompts = np.minimum(prefill_step_tokens(seqs, dep.input_tokens, dep.engine) / dep.input_tokens, seqs)
+        others = seqs - prompts
+        wait = np.where(others > 0, _step_s(ctx, others, np.zeros_like(seqs), dep), 0.0)
+        scale = 1.0 if steps is None else np.asarray([steps[i] for i in idx], dtype=float)
+        out[idx] = k.request_overhead_s + scale * (wait + _step_s(ctx, others, prompts, dep))
     return out
 
 

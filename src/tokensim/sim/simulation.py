@@ -87,6 +87,7 @@ class Simulation:
         self._cursor: _Cursor | None = None
         self._n_source = 0
         self._next = 0
+        self._think_s = 0.0
         self.not_arrived = 0
         if isinstance(deployment, EngineSpec):
             deployment = Replicas(deployment)
@@ -135,8 +136,10 @@ class Simulation:
         self._source = source
         if isinstance(source, ClosedLoop):
             w = source.requests
-            for _ in range(min(source.concurrency, len(w))):
-                self.push(0.0, self._arrive_next, None)
+            n = min(source.concurrency, len(w))
+            for i in range(n):
+                self.push(source.start_spread_s * i / n, self._arrive_next, None)
+            self._think_s = source.think_s
         elif isinstance(source, Workload):
             w = source
             if len(w):
@@ -219,7 +222,8 @@ class Simulation:
 
     def _closed_loop_next(self, now: float) -> None:
         if not self._open_loop and self._next < self._n_source:
-            self.push(now, self._arrive_next, None)
+            think = self.rng.exponential(self._think_s) if self._think_s else 0.0
+            self.push(now + think, self._arrive_next, None)
 
     # -- callbacks from engines --------------------------------------------------------------------
     def on_scheduled(self, r: Req, now: float, hit_tokens: int) -> None:

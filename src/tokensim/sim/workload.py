@@ -102,14 +102,21 @@ def _check_times(name: str, times: np.ndarray) -> None:
 class ClosedLoop:
     """`concurrency` clients, each sending its next request when its last one finishes.
 
-    Request sizes come from `requests` in order (their arrival times are ignored).
+    Request sizes come from `requests` in order (their arrival times are ignored). The clients start together, or
+    evenly spread over `start_spread_s`; `think_s` > 0: each waits an exponentially distributed time of that mean
+    between a response and its next request (the simulation's seeded generator draws it).
     """
     concurrency: int
     requests: Workload
+    start_spread_s: float = 0.0
+    think_s: float = 0.0
 
     def __post_init__(self) -> None:
         require(isinstance(self.concurrency, int) and self.concurrency >= 1, "concurrency",
                 self.concurrency, "a whole number of clients >= 1")
+        for name in ("start_spread_s", "think_s"):
+            v = getattr(self, name)
+            require(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0, name, v, "a finite time >= 0 s")
 
     def __len__(self) -> int:
         return len(self.requests)

@@ -43,23 +43,46 @@ def section(sample: int = 120) -> str:
               "(`coverage_80`). Skipped rows and the reason for each: `tokensim validate`.", "",
               "![predicted against measured](docs/validation.png)", ""]
     load = validate_serving(sample, progress_bar, enabled=False)
-    st, sim = load["silicon_steady_tpot"], load["silicon_simulated"]
+    srv = fit.get("serving", {})
+
+    def row(label: str, block: dict | None, key: str = "leave_one_pair_out_median_abs_error") -> str:
+        if not block or key not in block:
+            return f"| {label} | - | - | - |"
+        p90 = key.replace("median", "p90")
+        runs = sum(b["rows"] for b in block.get("by_pair", [])) or srv.get("rows", "-")
+        return f"| {label} | {runs} | {block[key]:.1%} | {block[p90]:.1%} |"
+
+    light = srv.get("ttft_light", {})
     lines += ["### Under load", "",
               "`tokensim validate --serving`: the 3,784 measured runs of `silicon_dev.csv` (aiconfigurator's silicon sample: "
               "TTFT and time per output token at fixed concurrency, nine models on H100, H200, B200 and GB200 with "
               "TensorRT-LLM, vLLM and SGLang; 2,818 laid out, the other disaggregated runs state no decode-worker count) "
-              "and three real vLLM runs replayed request by request. Peer figures: aiconfigurator 0.12 on 284 of its own "
-              "configurations, TTFT median 47 %, TPOT 17 %; LLMServingSim on its own traces in brackets.", "",
-              "| what | rows | median abs. error | 90th pct |", "|---|---|---|---|",
-              f"| TPOT, steady-state estimate, every laid-out run | {st['rows']} | {_pct(st)} | {_pct(st, 'p90_abs_error')} |",
-              f"| TTFT, simulated (closed-loop clients; sample) | {sim['ttft']['rows']} | {_pct(sim['ttft'])} | {_pct(sim['ttft'], 'p90_abs_error')} |",
-              f"| TPOT, simulated (sample) | {sim['tpot']['rows']} | {_pct(sim['tpot'])} | {_pct(sim['tpot'], 'p90_abs_error')} |",
-              "", "The simulated runs use the scheduler settings aiconfigurator's generator writes (running batch capped at the "
-              "configured batch, token budget batch + isl + 1,500) and add each engine's request path to TTFT: the median "
-              "over the runs with at most 4 clients of measured TTFT minus one prefill alone ("
-              + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in sorted(load["request_path_s"].items()))
-              + "), fitted without the simulated run's own (system, engine) pair. Median signed TTFT error "
-              + (f"{sim['ttft_median_signed_error']:+.0%}" if sim["ttft_median_signed_error"] is not None else "-") + ".",
+              "and three real vLLM runs replayed request by request. Every figure below is out of sample: each run is "
+              "predicted with the constants `tokensim fit` refitted without its (system, engine) pair. Each run is simulated "
+              "the way its benchmark ran: closed-loop clients whose measured requests start together on an idle engine, "
+              "10 rounds, the engine's scheduler with the settings aiconfigurator's generator writes (running batch capped at "
+              "the configured batch, token budget batch + isl + 1,500 per attention rank). Peer figures: aiconfigurator 0.12 "
+              "on 284 of its own configurations, TTFT median 47 %, TPOT 17 %; LLMServingSim on its own traces in brackets.", "",
+              "| what (leaving each (system, engine) pair out) | runs | median abs. error | 90th pct |", "|---|---|---|---|",
+              row("TTFT, simulated", srv.get("simulated_ttft")),
+              row("TPOT, simulated", srv.get("simulated_tpot")),
+              row("TPOT, steady-state estimate", srv.get("tpot")),
+              (f"| TTFT at light load (<= 4 clients per replica), the fit's estimate (its wait and prefill step, times the simulator's count of them) | {srv.get('light_rows', '-')} | "
+               + (f"{light['leave_one_pair_out_median_abs_error']:.1%} | {light['leave_one_pair_out_p90_abs_error']:.1%} |"
+                  if "leave_one_pair_out_median_abs_error" in light else "- | - |")),
+              "", "By (system, engine) pair, left out (median abs. error of simulated TTFT / simulated TPOT):", "",
+              "| pair | runs | TTFT | TPOT |", "|---|---|---|---|"]
+    by_ttft = {b["pair"]: b for b in srv.get("simulated_ttft", {}).get("by_pair", [])}
+    for b in srv.get("simulated_tpot", {}).get("by_pair", []):
+        t = by_ttft.get(b["pair"])
+        lines.append(f"| {b['pair']} | {b['rows']} | {t['median_abs_error']:.1%} | {b['median_abs_error']:.1%} |" if t
+                     else f"| {b['pair']} | {b['rows']} | - | {b['median_abs_error']:.1%} |")
+    sim = load["silicon_simulated"]
+    signed = sim["ttft_median_signed_error"]
+    lines += ["", f"`tokensim validate --serving` simulates a sample of {sim['sample']} of these runs on each call, each "
+              f"with the constants fitted without its pair (median TTFT {_pct(sim['ttft'])}, signed "
+              + (f"{signed:+.0%}" if signed is not None else "-")
+              + f", negative: too early; TPOT {_pct(sim['tpot'])} on this sample); `tokensim fit` simulates all of them.",
               "", "| trace | TTFT mean | TTFT p50 | TTFT p99 | TPOT mean | TPOT p50 | TPOT p99 |", "|---|---|---|---|---|---|---|"]
     for x in load["traces"]:
         cells = []

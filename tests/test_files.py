@@ -177,7 +177,7 @@ def test_fit_writes_to_the_user_data_folder_not_the_package(tmp_path, few_measur
     package_file = resources.files("tokensim") / "data" / "fitted.toml"
     before = package_file.read_bytes()
     data_home = tmp_path / "xdg"
-    result = runner.invoke(app, ["fit", "--measurements", str(few_measurements), "--no-loso"],
+    result = runner.invoke(app, ["fit", "--measurements", str(few_measurements), "--no-loso", "--no-serving"],
                            env={"XDG_DATA_HOME": str(data_home)})
     assert result.exit_code == 0, result.output
     target = data_home / "tokensim" / "fitted.toml"
@@ -189,7 +189,7 @@ def test_fit_writes_to_the_user_data_folder_not_the_package(tmp_path, few_measur
 
 def test_fit_writes_where_o_says_and_reports_it_in_json(tmp_path, few_measurements):
     target = tmp_path / "mine.toml"
-    result = runner.invoke(app, ["fit", "--measurements", str(few_measurements), "--no-loso", "-o", str(target), "--json"])
+    result = runner.invoke(app, ["fit", "--measurements", str(few_measurements), "--no-loso", "--no-serving", "-o", str(target), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["written_to"] == str(target)
     assert "[constants." in target.read_text(encoding="utf-8") and listing(tmp_path) == ["m.csv", "mine.toml"]

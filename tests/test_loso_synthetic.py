@@ -12,7 +12,7 @@ import pytest
 
 import tokensim
 from tokensim.perf.constants import default_table
-from tokensim.validate.fit import run_fit
+from tokensim.validate.fit_report import run_fit
 
 COLUMNS = ("id", "provider_or_engine", "hardware", "n_chips", "model", "total_params_B", "active_params_B",
            "weight_precision", "kv_precision", "batch_or_concurrency", "input_tokens", "output_tokens", "spec_decode",

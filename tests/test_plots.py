@@ -179,9 +179,10 @@ def test_plots_use_no_pyplot_and_leave_the_backend_alone():
 
 
 def test_engine_profile_figure_draws_the_curves_beside_the_evidence_for_that_engine(tmp_path):
-    """The curves are the profile's: at many rows the decode share approaches gemm_flops_fraction (by hand:
-    fraction x rows / (rows + half rows)) and never passes 1; evidence for other engines is left out; the figure
-    writes PNG and SVG."""
+    """The curves are the profile's: at many rows the decode share approaches gemm_flops_fraction x the sustained
+    clock x the inner fill of Llama-3.1-8B's FFN (by hand: fraction x clock x rows / (rows + half rows) /
+    (2/3 (4096 + h) / 4096 + 1/3 (14336 + h) / 14336), h = gemm_half_inner) and never passes 1; evidence for other
+    engines is left out; the figure writes PNG and SVG."""
     from tokensim.output.engine_plots import ROWS, engine_profile, engine_profile_data
     from tokensim.perf.constants import for_hardware
     k = for_hardware(tokensim.load_hardware("h100-sxm"), "vllm")
@@ -193,7 +194,9 @@ def test_engine_profile_figure_draws_the_curves_beside_the_evidence_for_that_eng
     d = engine_profile_data("vllm", results, [case], [0.025])
     assert d.published == [(100.0, 110.0, "nvidia-hopper")]
     assert d.silicon == [(8, pytest.approx(1.25), "h100_sxm")]
-    expected = k.gemm_flops_fraction * ROWS[-1] / (ROWS[-1] + k.gemm_half_rows)
+    h = k.gemm_half_inner
+    inner = 1 / (2 / 3 * (4096 + h) / 4096 + 1 / 3 * (14336 + h) / 14336)
+    expected = k.gemm_flops_fraction * k.sustained_clock_fraction * ROWS[-1] / (ROWS[-1] + k.gemm_half_rows) * inner
     assert d.decode_share[-1] == pytest.approx(expected, rel=1e-12) and max(d.decode_share) <= 1
     written = engine_profile(d, tmp_path / "engine-vllm.png")
     assert sorted(p.suffix for p in written) == [".png", ".svg"] and all(p.stat().st_size > 0 for p in written)

@@ -410,7 +410,9 @@ def validate(
     measurements: str | None = typer.Option(None, "--measurements", help="CSV with the columns of the shipped measurements.csv"),
     serving: bool = typer.Option(False, "--serving", help="also the measured serving runs under load: silicon_dev.csv "
                                  "(steady-state TPOT of every run, and a sample simulated) and the vLLM traces replayed"),
-    sample: int = typer.Option(120, "--sample", min=0, help="with --serving: silicon_dev runs to simulate (0: all 3,777, slow)"),
+    silicon: str | None = typer.Option(None, "--silicon", help="with --serving: measured runs in aiconfigurator's "
+                                       "silicon_sample layout to judge instead of the shipped silicon_dev.csv"),
+    sample: int = typer.Option(120, "--sample", min=0, help="with --serving: runs to simulate (0: all of them, slow)"),
     plot: str | None = typer.Option(None, "--plot", help="write predicted against measured (PNG and SVG)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
@@ -433,7 +435,9 @@ def validate(
     load = None
     if serving:
         from tokensim.cli_serving import validate_serving
-        load = validate_serving(sample, progress_bar, enabled=not json_out)
+        if silicon is not None:
+            _readable(silicon, "--silicon")
+        load = validate_serving(sample, progress_bar, enabled=not json_out, silicon=silicon)
     if json_out:
         doc = {"rows": [r.to_dict() for r in results], "summary": summary.to_dict()}
         if load is not None:
@@ -443,6 +447,12 @@ def validate(
     if load is not None:
         from tokensim.cli_serving import print_serving_validation
         print_serving_validation(load, out)
+
+
+def _readable(path: str, option: str) -> None:
+    """A file named on the command line exists and is a file (one line naming the option otherwise)."""
+    if not Path(path).is_file():
+        raise bad_value(option, path, "the path of a CSV file that exists")
 
 
 def default_fitted_path() -> Path:
@@ -479,26 +489,34 @@ def fit(
     out_path: str | None = typer.Option(None, "--out", "-o", show_default=False,
                                         help="where to write fitted.toml [default: $XDG_DATA_HOME/tokensim/fitted.toml, "
                                              "else ~/.local/share/tokensim/fitted.toml]"),
-    loso: bool = typer.Option(True, help="also report leave-one-source-out error"),
-    engines: bool = typer.Option(False, "--engines", help="first fit the serving engines' profiles on silicon_dev.csv "
-                                 "(about 10 minutes; docs/engine-profiles.md says why the shipped table does not)"),
+    loso: bool = typer.Option(True, help="also report out-of-sample errors (each source group, and each (system, "
+                              "engine) pair of the serving runs, left out of the fit)"),
+    serving: str | None = typer.Option(None, "--serving", help="serving runs in aiconfigurator's silicon_sample layout "
+                                       "to fit on beside the measurements (default: the shipped silicon_dev.csv)"),
+    no_serving: bool = typer.Option(False, "--no-serving", help="fit on the published measurements alone"),
     json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> None:
-    """Fit the empirical constants on the measurements and write fitted.toml with date and residuals."""
+    """Fit the empirical constants and the engine profiles on the measurements and the measured serving runs; write
+    fitted.toml with its report and residuals (about 30 minutes on 2 cores with the out-of-sample refits)."""
     import tempfile
 
     from tokensim.output.files import atomic_write
     from tokensim.output.progress import progress_bar
-    from tokensim.validate.fit import PARAMS, buildable, run_fit
+    from tokensim.validate.fit import PARAMS, buildable, source_groups
+    from tokensim.validate.fit_report import run_fit
     from tokensim.validate.run import shipped_measurements
 
     target = _fit_target(out_path)
     path = measurements or shipped_measurements()
-    n_sources = len({c.row.source_key for c in buildable(path)}) if loso else 0
-    with progress_bar("fitting", 2 * len(PARAMS) + n_sources, enabled=not json_out) as tick:
+    if serving is not None:
+        _readable(serving, "--serving")
+    silicon = False if no_serving else serving
+    n_groups = len(set(source_groups(buildable(path)).values())) if loso else 0
+    n_pairs = 10 if loso and not no_serving else 0
+    with progress_bar("fitting", 2 * len(PARAMS) + n_groups + n_pairs, enabled=not json_out) as tick:
         with tempfile.TemporaryDirectory(prefix="tokensim-fit-") as scratch:   # the library writes; we move it in place
             written = Path(scratch) / "fitted.toml"
-            report = run_fit(path, written, loso=loso, progress=tick, silicon_path=None if engines else False)
+            report = run_fit(path, written, loso=loso, progress=tick, silicon_path=silicon)
             text = written.read_text(encoding="utf-8")
     if not out_path:
         try:

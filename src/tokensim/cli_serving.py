@@ -239,35 +239,34 @@ def probe_command(out, note, path: str | None, json_out: bool, torch_python: str
     out.print(result)
 
 
-def validate_serving(sample: int, progress_bar, enabled: bool = True) -> dict:
-    """silicon_dev.csv (steady-state TPOT of every run; a sample through the simulator for TTFT and TPOT) and the
-    shipped vLLM traces replayed request by request."""
+def validate_serving(sample: int, progress_bar, enabled: bool = True, silicon: str | None = None) -> dict:
+    """Measured serving runs (silicon_dev.csv, or `silicon`: a CSV in its layout): steady-state TPOT of every run and
+    light-load TTFT, a sample through the simulator for TTFT and TPOT; and the shipped vLLM traces replayed request by
+    request. On the shipped runs every figure is out of sample: each run is judged with the constants `tokensim fit`
+    refitted without its (system, engine) pair; another file's runs are judged with the fitted constants."""
     import numpy as np
 
-    from tokensim.validate.load import (
-        error_stats,
-        replay_trace,
-        request_path_s,
-        sample_cases,
-        shipped_silicon_cases,
-        shipped_traces,
-        simulate_cases,
-    )
+    from tokensim.perf.constants import default_table
+    from tokensim.validate.fit_report import pair_name, pair_tables, serving_cases
+    from tokensim.validate.load import error_stats, replay_trace, sample_cases, shipped_traces, simulate_cases
     from tokensim.validate.serving import steady_tpot
 
-    cases = shipped_silicon_cases()
-    steady = steady_tpot(cases) / np.array([c.run.tpot_s for c in cases]) - 1
+    cases = serving_cases(silicon)
+    tables = pair_tables() if silicon is None else {}
+    table_of = {c.pair: tables.get(pair_name(*c.pair), default_table()) for c in cases}
+    steady = np.full(len(cases), np.nan)
+    for pair, table in table_of.items():
+        idx = [i for i, c in enumerate(cases) if c.pair == pair]
+        steady[idx] = steady_tpot([cases[i] for i in idx], table)
+    steady = steady / np.array([c.run.tpot_s for c in cases]) - 1
     by_pair: dict[str, list[float]] = {}
     for e, c in zip(steady, cases, strict=True):
-        by_pair.setdefault(f"{c.run.system} / {c.run.engine}", []).append(float(e))
+        by_pair.setdefault(pair_name(*c.pair), []).append(float(e))
     chosen = sample_cases(cases, sample)
-    # the request path of each engine, fitted on the lightly loaded runs of the other (system, engine) pairs, so that
-    # no simulated run is judged with a constant fitted on itself
-    paths_without = {pair: request_path_s([c for c in cases if c.pair != pair]) for pair in {c.pair for c in chosen}}
     with progress_bar("simulating serving runs", len(chosen), enabled=enabled) as tick:
         simulated = []
         for c in chosen:
-            simulated += simulate_cases([c], request_path=paths_without[c.pair])
+            simulated += simulate_cases([c], table_of[c.pair])
             tick()
     traces = []
     for folder in shipped_traces():
@@ -275,9 +274,11 @@ def validate_serving(sample: int, progress_bar, enabled: bool = True) -> dict:
         traces.append({"trace": r.name, "requests": r.requests, "measured": r.measured, "simulated": r.simulated,
                        "error": r.errors(), "peer_error": r.errors("peer")})
     return {
+        "source": silicon or "silicon_dev.csv (shipped)",
+        "out_of_sample": "each run judged with constants fitted without its (system, engine) pair" if tables
+                         else "constants fitted on other runs",
         "silicon_steady_tpot": {**error_stats(steady),
                                 "by_system_engine": {k: error_stats(v) for k, v in sorted(by_pair.items())}},
-        "request_path_s": request_path_s(cases),
         "silicon_simulated": {"sample": len(chosen), "simulated": len(simulated),
                               "ttft": error_stats(r.ttft_error for r in simulated),
                               "tpot": error_stats(r.tpot_error for r in simulated),
@@ -295,14 +296,13 @@ def print_serving_validation(load: dict, out) -> None:
     def pct(d: dict, key: str = "median_abs_error") -> str:
         return "-" if d.get(key) is None else f"{d[key]:.1%}"
 
-    t = Table(title="serving runs under load (silicon_dev.csv)", title_justify="left")
+    t = Table(title=f"serving runs under load ({load['source']}; {load['out_of_sample']})", title_justify="left")
     for col in ("what", "rows", "median abs. error", "p90"):
         t.add_column(col)
     st = load["silicon_steady_tpot"]
     t.add_row("TPOT, steady-state estimate, every run", str(st["rows"]), pct(st), pct(st, "p90_abs_error"))
     sim = load["silicon_simulated"]
-    paths = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in sorted(load["request_path_s"].items()))
-    t.add_row(f"TTFT, simulated (sample of {sim['sample']}; request path {paths})", str(sim["ttft"]["rows"]), pct(sim["ttft"]),
+    t.add_row(f"TTFT, simulated as aiperf measures (sample of {sim['sample']})", str(sim["ttft"]["rows"]), pct(sim["ttft"]),
               pct(sim["ttft"], "p90_abs_error"))
     t.add_row(f"TPOT, simulated (sample of {sim['sample']})", str(sim["tpot"]["rows"]), pct(sim["tpot"]),
               pct(sim["tpot"], "p90_abs_error"))

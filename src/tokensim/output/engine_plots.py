@@ -1,7 +1,8 @@
 """One figure per engine profile: its curves beside the evidence that sets them (issue 11).
 
 Left: the achieved share of the datasheet peak the profile gives a GEMM as its token rows grow (decode and prefill
-rates; the HBM and KV-read bandwidth shares as flat lines), on a representative chip. Middle: the published
+rates of Llama-3.1-8B's FFN at its inner dimensions, and a grouped expert GEMM's; the HBM and KV-read bandwidth
+shares as flat lines), on a representative chip. Middle: the published
 measurements that name the engine, predicted against measured. Right: silicon_dev's serving runs of the engine,
 steady-state time per output token predicted over measured, against the client concurrency. The data comes from
 `engine_profile_data`; `engine_profile_figure` only draws it.
@@ -26,10 +27,13 @@ class EngineProfileData:
     rows: np.ndarray                 # GEMM token rows
     decode_share: np.ndarray         # achieved / peak FLOP/s of a decode GEMM with that many rows
     prefill_share: np.ndarray        # the same for prompt tokens
+    grouped_share: np.ndarray        # a MoE layer's grouped expert GEMM over prompt tokens
     hbm_share: float
     kv_read_share: float
     host_overhead_s: float
     host_overhead_per_seq_s: float
+    eager_layer_overhead_s: float
+    request_overhead_s: float
     published: list[tuple[float, float, str]] = field(default_factory=list)   # (measured, predicted, family)
     silicon: list[tuple[float, float, str]] = field(default_factory=list)     # (concurrency, predicted/measured, system)
 
@@ -41,22 +45,26 @@ def engine_profile_data(engine: str, published_results=(), silicon_cases=(), sil
     from tokensim.deploy.deployment import Deployment
     from tokensim.perf.constants import for_hardware
     from tokensim.perf.context import make_context
-    from tokensim.perf.layers import gemm_efficiency
+    from tokensim.perf.layers import gated_ffn_inner, gemm_efficiency
     from tokensim.specs.hardware.catalog import load_hardware
     from tokensim.specs.model.catalog import load_model
 
     hw = load_hardware(hardware)
     k = for_hardware(hw, engine)
-    ctx = make_context(load_model("llama-3.1-8b"), hw, Deployment(engine=engine), k)
-    eff = np.array([gemm_efficiency(ctx, r) for r in ROWS])
+    model = load_model("llama-3.1-8b")
+    ctx = make_context(model, hw, Deployment(engine=engine), k)
+    ffn = model.layers[0].ffn
+    inner = gated_ffn_inner(model.hidden_size, ffn.params if ffn is not None else 3 * model.hidden_size ** 2)
+    eff = np.array([gemm_efficiency(ctx, r, inner) for r in ROWS]) * k.sustained_clock_fraction
     published = [(r.row.value, r.predicted, r.family) for r in published_results
                  if r.engine == engine and r.predicted is not None and r.row.value]
     silicon = [(c.concurrency, float(p) / c.run.tpot_s, c.run.system)
                for c, p in zip(silicon_cases, silicon_tpot_s, strict=True)
                if c.deployment.engine == engine and np.isfinite(p)]
     return EngineProfileData(engine, hw.name, ROWS, k.gemm_flops_fraction * eff, k.prefill_flops_fraction * eff,
+                             k.prefill_flops_fraction * k.grouped_gemm_fraction * eff,
                              k.hbm_bandwidth_fraction, k.attention_bandwidth_fraction, k.host_overhead_s,
-                             k.host_overhead_per_seq_s, published, silicon)
+                             k.host_overhead_per_seq_s, k.eager_layer_overhead_s, k.request_overhead_s, published, silicon)
 
 
 def engine_profile_figure(d: EngineProfileData) -> Figure:
@@ -64,6 +72,7 @@ def engine_profile_figure(d: EngineProfileData) -> Figure:
     curves, pub, sil = fig.subplots(1, 3)
     curves.plot(d.rows, d.decode_share, color="#1a7f37", label="GEMM, decode tokens")
     curves.plot(d.rows, d.prefill_share, color="#ff7f0e", ls="--", label="GEMM, prompt tokens")
+    curves.plot(d.rows, d.grouped_share, color="#b07aa1", ls="--", label="grouped expert GEMM, prompt tokens")
     curves.axhline(d.hbm_share, color="#4e79a7", ls=":", label=f"weight streaming, {d.hbm_share:.0%} of HBM")
     curves.axhline(d.kv_read_share, color="#a0cbe8", ls="-.", label=f"KV reads, {d.kv_read_share:.0%} of HBM")
     curves.axhline(1.0, color="black", lw=0.8)
@@ -72,8 +81,9 @@ def engine_profile_figure(d: EngineProfileData) -> Figure:
     curves.set_ylim(0, 1.05)
     curves.set_xlabel("token rows of a GEMM")
     curves.set_ylabel("achieved share of the datasheet peak")
-    curves.set_title(f"{d.engine}: curves on {d.hardware}\nhost time {d.host_overhead_s * 1e3:.2g} ms per step "
-                     f"+ {d.host_overhead_per_seq_s * 1e6:.2g} us per sequence", fontsize=10)
+    curves.set_title(f"{d.engine}: curves on {d.hardware}\nhost {d.host_overhead_s * 1e3:.2g} ms per step "
+                     f"+ {d.host_overhead_per_seq_s * 1e6:.2g} us per sequence; eager {d.eager_layer_overhead_s * 1e3:.2g} "
+                     f"ms per layer; request path {d.request_overhead_s * 1e3:.0f} ms", fontsize=9)
     curves.legend(fontsize=8, loc="lower right")
     _finish(curves)
 

@@ -42,6 +42,10 @@ COMPUTED_HERE = {
     "meta-llama__Llama-4-Maverick-17B-128E-Instruct.json": (400.7, 16.15, 0, 0.87),
     "Qwen__Qwen3-32B.json": (32.76, 31.98, 0, 0),
     "Qwen__Qwen3-235B-A22B.json": (235.1, 21.57, 0, 0),
+    # by hand: experts 48 x 128 x 3 x 2048 x 768 = 28.99B, attention 48 x (2 x 2048 x 4096 + 2 x 2048 x 512) = 0.906B,
+    # router 48 x 2048 x 128 = 0.013B, embedding + lm_head 2 x 151936 x 2048 = 0.622B -> 30.53B; active = total
+    # - 120/128 of the experts (27.18B) - embedding (0.311B) = 3.04B
+    "Qwen__Qwen3-30B-A3B-Instruct-2507.json": (30.53, 3.04, 0, 0),
     "Qwen__Qwen3-Coder-480B-A35B-Instruct.json": (480.2, 34.54, 0, 0),
     "Qwen__Qwen3-Next-80B-A3B-Thinking.json": (79.67, 3.564, 0, 0),
     "Qwen__Qwen3.5-27B.json": (26.90, 25.62, 0.425, 0.46),

@@ -70,11 +70,16 @@ def _dep_key(d: Deployment) -> tuple:
 
 
 def kv_rule(run: SiliconRun) -> tuple[str, str]:
-    """The KV precision a run does not state: FP8 where TensorRT-LLM serves an FP8/FP4 checkpoint (its quantized
-    checkpoints carry an FP8 KV cache), else the engines' default 'auto' = the model's bf16."""
-    if run.kv:
-        return run.kv, f"KV: {run.kv} (stated)"
-    if run.engine == "trtllm" and (run.gemm_weights or run.weights) in LOW_PRECISION:
+    """The KV precision of a run (`kv_default` on its stated KV, engine and weights)."""
+    return kv_default(run.kv, run.engine, run.gemm_weights or run.weights)
+
+
+def kv_default(kv: str | None, engine: str, weights: str | None) -> tuple[str, str]:
+    """The KV precision a measurement does not state: FP8 where TensorRT-LLM serves an FP8/FP4 checkpoint (its
+    quantized checkpoints carry an FP8 KV cache), else the engines' default 'auto' = the model's bf16."""
+    if kv:
+        return kv, f"KV: {kv} (stated)"
+    if engine == "trtllm" and weights in LOW_PRECISION:
         return "fp8", "KV: not stated; FP8, as TensorRT-LLM pairs FP8/FP4 checkpoints with an FP8 KV cache (rule)"
     return "bf16", "KV: not stated; bf16, the engines' default 'auto' (rule)"
 

@@ -4,7 +4,8 @@ The load: vLLM's scheduler at its `vllm serve` defaults (2,048 batched tokens, 2
 16-token blocks), Poisson arrivals at 90 % of the engine's capacity, every request 1,000 input
 and 200 output tokens, and an AffineTimer shaped like Llama-3.1-8B on one H100 (5 ms per step,
 20 us per token, 10 ns per token of attended context). The capacity is measured first with a
-closed loop of 1,024 clients.
+closed loop of 1,024 clients. Last, a sweep of 8 rates (10k requests each) through tokensim.sim.sweep
+in one process and in a pool of 2: sweep points per second of wall time.
 
 Run: python benchmarks/simulate.py            (100k and 1M requests)
      python benchmarks/simulate.py 20000      (other sizes)
@@ -16,7 +17,9 @@ import time
 
 import numpy as np
 
+from tokensim.prediction.serving import LoadSpec
 from tokensim.sim import AffineTimer, ClosedLoop, EngineSpec, VllmScheduler, simulate, synthetic
+from tokensim.sim.sweep import SweepPoint, run_sweep
 
 TIMER = AffineTimer(fixed_s=0.005, per_token_s=2e-5, per_context_token_s=1e-8, per_seq_s=0.0)
 SPEC = EngineSpec(VllmScheduler(), TIMER, kv_cache_tokens=2_000_000)
@@ -41,6 +44,17 @@ def run(n: int, rate: float) -> None:
           f"TPOT {s['tpot_s']['mean'] * 1e3:.1f} ms")
 
 
+def sweep(rate: float, points: int = 8, n: int = 10_000) -> None:
+    loads = [LoadSpec(n, rate_per_s=rate * (i + 1) / points, input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS,
+                      seed=1) for i in range(points)]
+    for workers in (1, 2):
+        wall = time.perf_counter()
+        run_sweep([SweepPoint(SPEC, ld) for ld in loads], workers=workers)
+        wall = time.perf_counter() - wall
+        print(f"sweep of {points} rates x {n:,} requests, {workers} worker(s): {wall:5.1f} s wall, "
+              f"{points / wall:.2f} points/s")
+
+
 def main(sizes: list[int]) -> None:
     cap = capacity_requests_per_s()
     rate = LOAD * cap
@@ -54,6 +68,7 @@ def main(sizes: list[int]) -> None:
           "load a new request arrives in most steps, so runs of identical decode steps are short "
           "and little can be skipped: the step count (output tokens / mean batch + prefill steps) "
           "sets the time. Wall time above CPU time is other processes sharing the core.")
+    sweep(rate)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 deployment behind an OpenAI-compatible endpoint, probe this machine. Registered on the app by cli.py."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,27 @@ def _engine_from_args(scenario: str | None, model: str, hardware: str, tp: int |
                 engine=engine)            # the layout resolver and fit check of predict
     from tokensim.specs.hardware.catalog import load_hardware
     return engine_for(load_model(model), load_hardware(hardware), p.deployment), model
+
+
+def _caps(spec, text: str | None) -> list[tuple[tuple[str, int], ...]]:
+    """The scheduler settings of each --max-running value (one empty set when it is not given)."""
+    if text is None:
+        return [()]
+    from tokensim.sim.sweep import RUNNING_CAP_SETTING
+    kind = type(spec.scheduler).__name__
+    setting = RUNNING_CAP_SETTING.get(type(spec.scheduler))
+    out: list[tuple[tuple[str, int], ...]] = []
+    for part in text.split(","):
+        cap = int(part) if part.strip().isdigit() else 0
+        if setting is None or cap < 1:
+            raise bad_value("--max-running", part.strip(), f"a scheduler with a cap on running requests, not {kind}"
+                            if setting is None else "a whole number of requests >= 1, or a comma-separated list of them")
+        try:
+            dataclasses.replace(spec.scheduler, **{setting: cap})
+        except TokensimError as exc:
+            raise bad_value("--max-running", cap, f"a cap {kind} accepts ({exc})") from None
+        out.append(((setting, cap),))
+    return out
 
 
 def _row(label: str, s: dict) -> list[str]:
@@ -94,13 +116,22 @@ def register(app: typer.Typer, out, note) -> None:
         seed: int = typer.Option(0, "--seed", help="seed of the one random generator"),
         slo_ttft: float | None = typer.Option(None, "--slo-ttft", help="TTFT objective in seconds (goodput)"),
         slo_tpot: float | None = typer.Option(None, "--slo-tpot", help="TPOT objective in seconds (goodput)"),
+        max_running: str | None = typer.Option(None, "--max-running",
+                                               help="the scheduler's cap on running requests (vLLM max_num_seqs, SGLang "
+                                                    "max_running_requests, TRT-LLM max_batch_size); a list sweeps them"),
         plot: str | None = typer.Option(None, "--plot",
                                         help="latency against rate (a sweep), or CDFs and batch/KV/queue over time"),
+        workers: int = typer.Option(1, "--workers", min=1,
+                                    help="processes that run a sweep's simulations (with --ray local: its CPUs)"),
+        ray_address: str | None = typer.Option(None, "--ray",
+                                               help="run a sweep on Ray: 'local' or a cluster address "
+                                                    "(pip install 'tokensim\\[ray]')"),
         json_out: bool = typer.Option(False, "--json", help="print JSON"),
     ) -> None:
         """Serve requests on a deployment in the serving simulator: queueing, batching, KV cache, the cost model's
         time for every step. Prints TTFT, TPOT, throughput and goodput."""
-        from tokensim.prediction.serving import LoadSpec, read_trace_folder, simulate_serving
+        from tokensim.prediction.serving import LoadSpec, read_trace_folder
+        from tokensim.sim.sweep import SweepPoint, run_sweep, simulate_point
 
         stem = check_target(plot, "--plot") if plot else None
         for name, v in (("--slo-ttft", slo_ttft), ("--slo-tpot", slo_tpot)):
@@ -126,22 +157,33 @@ def register(app: typer.Typer, out, note) -> None:
                   for r in rates] or
                  [LoadSpec(requests, concurrency=concurrency, input_tokens=input_tokens, output_tokens=output_tokens,
                            trace=trace_file, seed=seed)])
-        results = []
-        from tokensim.output.progress import progress_bar
-        with progress_bar("simulating", len(loads), enabled=not json_out and len(loads) > 1) as tick:
-            for load in loads:
-                results.append(simulate_serving(spec, load, replicas, slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot))
-                tick()
+        caps = _caps(spec, max_running)
+        if stem and len(caps) > 1:
+            raise bad_value("--plot", plot, "a sweep of --rate alone (one --max-running value)")
+        points = [SweepPoint(spec, ld, replicas, slo_ttft, slo_tpot, settings) for settings in caps for ld in loads]
+        runs: list[tuple[Any, Any]] = []
+        if len(points) == 1:                # the single-run plots need the full result: requests and series
+            result = simulate_point(points[0])
+            runs = [(points[0].load, result)]
+            summaries = [{k: v for k, v in result.summary.items() if k != "series"}]
+        else:
+            from types import SimpleNamespace
+
+            from tokensim.output.progress import progress_bar
+            with progress_bar("simulating", len(points), enabled=not json_out) as tick:
+                cpus = None if ray_address and workers == 1 else workers      # a local Ray instance: all CPUs unless told
+                summaries = run_sweep(points, workers=cpus, ray_address=ray_address, progress=tick)
+            runs = [(p.load, SimpleNamespace(summary=s)) for p, s in zip(points, summaries, strict=True)]
         if stem:
             from tokensim.output.serving_plots import serving_plots
-            wrote_paths = serving_plots([(ld, r) for ld, r in zip(loads, results, strict=True)], stem)
+            wrote_paths = serving_plots(runs, stem)
             note.print(f"wrote {', '.join(str(p) for p in wrote_paths)}", highlight=False)
-        summaries = []
-        for ld, r in zip(loads, results, strict=True):
-            s = {k: v for k, v in r.summary.items() if k != "series"}
+        for p, s in zip(points, summaries, strict=True):
+            ld = p.load
             s["load"] = {"rate_per_s": ld.rate_per_s, "concurrency": ld.concurrency, "trace": str(ld.trace) if ld.trace else None,
                          "input_tokens": ld.input_tokens, "output_tokens": ld.output_tokens}
-            summaries.append(s)
+            if p.scheduler:
+                s["scheduler"] = dict(p.scheduler)
         if json_out:
             return emit_json(summaries[0] if len(summaries) == 1 else {"engine": spec.name, "sweep": summaries})
         rows = []
@@ -149,7 +191,7 @@ def register(app: typer.Typer, out, note) -> None:
             ld = s["load"]
             label = (f"{ld['rate_per_s']:g} req/s" if ld["rate_per_s"] else f"{ld['concurrency']} clients"
                      if ld["concurrency"] else f"trace {Path(ld['trace']).parent.name or ld['trace']}")
-            rows.append(_row(label, s))
+            rows.append(_row(label + "".join(f", {k} {v}" for k, v in s.get("scheduler", {}).items()), s))
         out.print(_table(f"{spec.name}, {replicas} replica(s)", rows))
 
     @app.command()

@@ -292,6 +292,8 @@ def validate_serving(sample: int, progress_bar, enabled: bool = True, silicon: s
     from tokensim.validate.fit_report import pair_name, pair_tables, serving_cases
     from tokensim.validate.load import error_stats, replay_trace, sample_cases, shipped_traces, simulate_cases
     from tokensim.validate.serving import steady_tpot
+    from tokensim.validate.serving_dev import summary as dev_summary
+    from tokensim.validate.serving_dev import validate_serving_dev
 
     cases = serving_cases(silicon)
     tables = pair_tables() if silicon is None else {}
@@ -327,6 +329,7 @@ def validate_serving(sample: int, progress_bar, enabled: bool = True, silicon: s
                               "ttft_median_signed_error": (float(np.median([r.ttft_error for r in simulated]))
                                                            if simulated else None)},
         "traces": traces,
+        "serving_dev": (dev_summary(validate_serving_dev()) if silicon is None else None),
         "peer": "aiconfigurator 0.12 on 284 of its own silicon-sample configurations: TTFT median 47 %, TPOT 17 % "
                 "(shared/data/serving/README.md)",
     }
@@ -361,6 +364,16 @@ def print_serving_validation(load: dict, out) -> None:
                 cells.append(("-" if e is None else f"{e:+.0%}") + ("" if pe is None else f" ({pe:+.1%})"))
         tr.add_row(x["trace"], *cells)
     out.print(tr)
+    dev = load.get("serving_dev")
+    if dev:
+        td = Table(title=f"serving_dev.csv simulated under its stated load: {dev['modelled']} of {dev['rows']} rows "
+                         f"(never fitted on; skipped rows name the fact they lack: --json)", title_justify="left")
+        for col in ("metric", "rows", "median abs. error", "p90"):
+            td.add_column(col)
+        td.add_row("all", str(dev["modelled"]), pct(dev), pct(dev, "p90_abs_error"))
+        for name, st in dev["by_metric"].items():
+            td.add_row(name, str(st["rows"]), pct(st), pct(st, "p90_abs_error"))
+        out.print(td)
     out.print(f"peer: {load['peer']}")
 
 

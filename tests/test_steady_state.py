@@ -111,3 +111,15 @@ def test_experts_wide_enough_per_gpu_stay_tensor_parallel(tmp_path):
                          "1024,1024,fp8,fp8,16,8,1,1,8,1,,,,,,,,,,,,,,,200.0,10.0")
     d = serving_case(run).deployment
     assert (d.tp, d.attn_dp, d.ep, d.redundant_experts) == (8, 1, 1, 0)
+
+
+def test_clients_beyond_the_stated_batch_all_run_where_the_source_states_more_of_them():
+    """Qwen3-32B on GB200 with TensorRT-LLM, tp 2, batch_size 1, 2 clients (silicon_dev.csv): the stated concurrency is
+    batch_size x tp, and the measured TTFT (0.23 s) shows no wait behind a running 500-token request (~4 s). Both
+    clients run: the cap becomes 2 per attention rank and the rule is recorded."""
+    runs, _ = read_silicon(shipped_silicon())
+    run = next(r for r in runs if r.id == "qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_2000x500_c2_tp2_epnone_3")
+    assert (run.concurrency, run.agg.batch_size, run.agg.tp) == (2, 1, 2)
+    cases, _ = build_cases([run])
+    assert cases[0].batch_cap == 2 and cases[0].running_per_rank == 2.0
+    assert any("every client runs" in a for a in cases[0].assumptions)

@@ -117,7 +117,8 @@ def benchmark_scheduler(case: ServingCase):
     run, d = case.run, case.deployment
     pool = run.agg if run.agg is not None else run.decode
     ranks = d.attn_dp
-    per_rank = max(1, pool.batch_size if pool is not None and pool.batch_size else int(round(case.concurrency / ranks)))
+    per_rank = max(1, case.batch_cap or (pool.batch_size if pool is not None and pool.batch_size
+                                         else int(round(case.concurrency / ranks))))
     batch = per_rank * ranks
     budget = per_rank + run.isl + 1500
     if d.engine == "trtllm":

@@ -113,6 +113,9 @@ def register(app: typer.Typer, out, note) -> None:
         input_tokens: int = typer.Option(1024, "--input-tokens", min=1, help="prompt tokens per request"),
         output_tokens: int = typer.Option(256, "--output-tokens", min=1, help="generated tokens per request"),
         requests: int = typer.Option(1000, "--requests", min=1, max=10_000_000, help="requests to simulate"),
+        dataset: str | None = typer.Option(None, "--dataset",
+                                           help="JSONL of input_tokens/output_tokens per request (replaces --input-tokens "
+                                                "and --output-tokens; taken in order, cycled to --requests)"),
         seed: int = typer.Option(0, "--seed", help="seed of the one random generator"),
         slo_ttft: float | None = typer.Option(None, "--slo-ttft", help="TTFT objective in seconds (goodput)"),
         slo_tpot: float | None = typer.Option(None, "--slo-tpot", help="TPOT objective in seconds (goodput)"),
@@ -152,11 +155,18 @@ def register(app: typer.Typer, out, note) -> None:
         if sum(x is not None and x != [] for x in (rates or None, concurrency, trace_file)) != 1:
             raise bad_value("load", f"--rate {rate}, --concurrency {concurrency}, --trace {trace}",
                             "exactly one of --rate, --concurrency or --trace")
+        data = None
+        if dataset is not None:
+            if trace_file is not None:
+                raise bad_value("--dataset", dataset, "no --dataset with --trace (a trace carries its own lengths)")
+            from tokensim.endpoints.workload import load_dataset
+            load_dataset(dataset)           # a bad file is one line here, not in a worker
+            data = Path(dataset)
         spec, name = _engine_from_args(scenario, model, hardware, tp, pp, chips, ep, attn_dp, weights, kv, engine, folder)
-        loads = ([LoadSpec(requests, rate_per_s=r, input_tokens=input_tokens, output_tokens=output_tokens, seed=seed)
-                  for r in rates] or
+        loads = ([LoadSpec(requests, rate_per_s=r, input_tokens=input_tokens, output_tokens=output_tokens, seed=seed,
+                           dataset=data) for r in rates] or
                  [LoadSpec(requests, concurrency=concurrency, input_tokens=input_tokens, output_tokens=output_tokens,
-                           trace=trace_file, seed=seed)])
+                           trace=trace_file, seed=seed, dataset=data)])
         caps = _caps(spec, max_running)
         if stem and len(caps) > 1:
             raise bad_value("--plot", plot, "a sweep of --rate alone (one --max-running value)")
@@ -181,7 +191,10 @@ def register(app: typer.Typer, out, note) -> None:
         for p, s in zip(points, summaries, strict=True):
             ld = p.load
             s["load"] = {"rate_per_s": ld.rate_per_s, "concurrency": ld.concurrency, "trace": str(ld.trace) if ld.trace else None,
-                         "input_tokens": ld.input_tokens, "output_tokens": ld.output_tokens}
+                         "input_tokens": None if ld.dataset else ld.input_tokens,
+                         "output_tokens": None if ld.dataset else ld.output_tokens}
+            if ld.dataset:
+                s["load"]["dataset"] = str(ld.dataset)
             if p.scheduler:
                 s["scheduler"] = dict(p.scheduler)
         if json_out:

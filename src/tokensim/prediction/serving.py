@@ -136,6 +136,7 @@ class LoadSpec:
     output_tokens: int = 256
     trace: Path | None = None
     seed: int = 0
+    dataset: Path | None = None     # JSONL of input/output token counts per request, taken in order and cycled
 
 
 def workload_for(load: LoadSpec):
@@ -150,8 +151,17 @@ def workload_for(load: LoadSpec):
         raise bad_value("load", "rate and concurrency" if load.rate_per_s else "neither",
                         "one of --rate (requests/s) or --concurrency (clients), or a --trace")
     rng = np.random.default_rng(load.seed)
-    work = synthetic(load.requests, rng, rate_per_s=load.rate_per_s, cv=load.cv, input_tokens=load.input_tokens,
-                     output_tokens=load.output_tokens)
+    inputs: int | np.ndarray = load.input_tokens
+    outputs: int | np.ndarray = load.output_tokens
+    if load.dataset is not None:
+        from tokensim.endpoints.workload import load_dataset
+
+        specs = load_dataset(load.dataset)
+        order = np.arange(load.requests) % len(specs)
+        inputs = np.array([s.input_tokens for s in specs], dtype=np.int64)[order]
+        outputs = np.array([s.output_tokens for s in specs], dtype=np.int64)[order]
+    work = synthetic(load.requests, rng, rate_per_s=load.rate_per_s, cv=load.cv, input_tokens=inputs,
+                     output_tokens=outputs)
     return ClosedLoop(load.concurrency, work) if load.concurrency is not None else work
 
 

@@ -17,7 +17,7 @@ dis1,source_file=2026-03-25.csv; model=DeepSeek-R1; silicon_concurrency=48; meas
 dis2,db-dump/2026-04-27; config_id=641; silicon_concurrency=288; measured=2026-03-18T00:00:00.000Z; lmsysorg/sglang:v0.5.8.post1-cu130-amd64,sglang,0.5.8.post1,deepseek-ai/DeepSeek-V3,b200_sxm,fp8,disagg,8192,1024,fp8,fp8_block,,,,,,,1,1,1,1,8,8,1,36,1,1,1,8,1,8,19558.75,30.91
 dense,source_file=/x/h100_sxm/sglang/0.5.1.post1/Qwen_Qwen3-32B.csv; silicon_concurrency=16,sglang,0.5.1.post1,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,,,8,2,1,,1,1,,,,,,,,,,,,,,,120.5,11.2
 nocon,source_file=/x/h100_sxm/sglang/0.5.6.post2/qwen3_32b.csv; measured=2026-01-23,sglang,0.5.6.post2,Qwen/Qwen3-32B,h100_sxm,fp8,disagg,4000,1000,fp8_block,fp8_block,,,,,,,1,5,1,1,1,1,1,48,11,1,1,1,1,1,566.6,22.3
-nomodel,db-dump/2026-04-27; silicon_concurrency=4,vllm,0.19.0,Qwen/Qwen3-30B-A3B,h100_sxm,fp8,agg,1024,1024,fp8,fp8,4,1,1,1,1,1,,,,,,,,,,,,,,,100.0,10.0
+nomodel,db-dump/2026-04-27; silicon_concurrency=4,vllm,0.19.0,Qwen/Qwen2.5-72B-Instruct,h100_sxm,fp8,agg,1024,1024,fp8,fp8,4,1,1,1,1,1,,,,,,,,,,,,,,,100.0,10.0
 """
 
 SERVING_CSV = ",".join(SERVING_COLUMNS) + "\n" + """\
@@ -85,7 +85,7 @@ def test_an_unstated_precision_is_the_checkpoints_own(silicon):
 def test_rows_that_cannot_be_read_name_the_missing_fact(silicon):
     _, unresolved = silicon
     assert unresolved == {"nocon": "concurrency not stated (no silicon_concurrency= in silicon_data_source, and no agg batch_size)",
-                          "nomodel": "model 'Qwen/Qwen3-30B-A3B' not in the catalog"}
+                          "nomodel": "model 'Qwen/Qwen2.5-72B-Instruct' not in the catalog"}
 
 
 def test_a_file_missing_columns_is_refused_with_their_names(tmp_path):

@@ -186,3 +186,14 @@ def test_pipeline_even_split_keeps_several_micro_batches_in_flight():
     np.testing.assert_allclose(req["first_token_s"] - req["arrival_s"], 0.04, rtol=1e-9)
     np.testing.assert_allclose((req["last_token_s"] - req["first_token_s"]) / 99, 0.04, rtol=1e-9)
     assert res.summary["throughput_tokens_per_s"] == pytest.approx(400 / (0.03 + 100 * 0.04), rel=1e-6)
+
+
+def test_vllm_on_a_cpu_schedules_synchronously():
+    """vLLM's CPU platform turns async scheduling off (vllm/platforms/cpu.py, check_and_update_config: "async
+    scheduling is not required on CPU"); on GPUs it is on by default. Overrides still apply."""
+    from tokensim.prediction.serving import default_scheduler
+    from tokensim.specs.hardware.catalog import load_hardware
+
+    assert default_scheduler("vllm", load_hardware("cpu-server")).async_scheduling is False
+    assert default_scheduler("vllm", load_hardware("h100-sxm")).async_scheduling is True
+    assert default_scheduler("vllm", load_hardware("cpu-server"), max_num_seqs=8).max_num_seqs == 8

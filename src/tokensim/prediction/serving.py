@@ -56,6 +56,11 @@ def default_scheduler(engine: str, hw: HardwareSpec, **overrides):
     # of >= 70 GiB other than the A100, else 2048 and 256 (vllm/engine/arg_utils.py, get_batch_defaults)
     big = memory_gib >= 70 and not hw.name.startswith("a100")
     base = {"max_num_batched_tokens": 8192 if big else 2048, "max_num_seqs": 1024 if big else 256}
+    if hw.kind == "cpu":
+        # vLLM's CPU platform turns async scheduling off whatever the flags say (vllm/platforms/cpu.py,
+        # check_and_update_config: "async scheduling is not required on CPU"): a request arriving during step n is
+        # seen when step n + 1 is scheduled, not n + 2
+        base["async_scheduling"] = False
     return VllmScheduler(**{**base, **overrides})
 
 

@@ -94,3 +94,23 @@ def test_the_burst_weighs_one_round_in_twenty(cases, table):
     assert MEASURED_ROUNDS == 10
     expected = PATH_S + (burst + (MEASURED_ROUNDS - 1) * later) / MEASURED_ROUNDS
     assert simulate_case(c, table, rounds=3).ttft_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_disaggregated_run_is_simulated_whole():
+    """DeepSeek-R1 FP8 on GB200 with TensorRT-LLM, 1 prefill worker of 8 attention-DP ranks (EP 8) and 1 decode worker
+    of 32 (EP 32), 2,048 clients (silicon_dev.csv). By hand: the prefill worker packs prompts up to 8,192 tokens per
+    rank: 8 prompts of 1,024 per rank, 64 in all, 8 x 8,192 = 65,536 tokens a step; the decode worker runs 64 per rank,
+    2,048 in all, within 32 x (64 + 1,024 + 1,500 -> 2,592) = 82,944 tokens; 8 + 32 = 40 GPUs fit the NVL72's NVLink
+    domain, so each request's KV cache (DeepSeek's 61 MLA layers at FP8) moves at 8 x 900 GB/s with 3 us latency."""
+    from tokensim.perf.memory import kv_bytes_per_token
+    from tokensim.specs.model.catalog import catalog_model
+    from tokensim.validate.fit_report import serving_cases
+    from tokensim.validate.load import disaggregated
+
+    case = next(c for c in serving_cases(None) if c.run.id == "dsr1_gb200_trtllm_fp8_disagg_1024x8192_c2048_cfg375")
+    d = disaggregated(case)
+    assert (d.prefill.scheduler.max_batch_size, d.prefill.scheduler.max_num_tokens) == (64, 65536)
+    assert (d.decode.scheduler.max_batch_size, d.decode.scheduler.max_num_tokens) == (2048, 82944)
+    assert (d.prefill_count, d.decode_count) == (1, 1)
+    assert d.transfer_bandwidth_bytes_per_s == 8 * 900e9 and d.transfer_latency_s == 3e-6
+    assert d.kv_bytes_per_token == kv_bytes_per_token(catalog_model("deepseek-v3"), "fp8")

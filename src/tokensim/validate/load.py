@@ -19,7 +19,7 @@ import numpy as np
 
 from tokensim.errors import TokensimError
 from tokensim.perf.constants import ConstantsTable, for_hardware
-from tokensim.prediction.serving import engine_for, read_trace_folder, trace_engine
+from tokensim.prediction.serving import engine_for, kv_capacity_tokens, read_trace_folder, trace_engine
 from tokensim.sim import ClosedLoop, Workload, load_trace, load_trace_measurements, simulate
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model, find_name
@@ -112,21 +112,67 @@ def benchmark_scheduler(case: ServingCase):
     running batch capped at the configured batch size, and a token budget of batch + isl + 1,500. Both are per
     attention data-parallel rank (each rank runs its own scheduler: SGLang's and TensorRT-LLM's attention DP, vLLM's
     data-parallel engine cores); the simulated engine holds every rank, so its caps are the ranks' sums."""
-    from tokensim.sim import SglangScheduler, TrtllmScheduler, VllmScheduler
-
     run, d = case.run, case.deployment
     pool = run.agg if run.agg is not None else run.decode
     ranks = d.attn_dp
     per_rank = max(1, case.batch_cap or (pool.batch_size if pool is not None and pool.batch_size
                                          else int(round(case.concurrency / ranks))))
+    return pool_scheduler(d.engine, ranks, per_rank, run.isl)
+
+
+def pool_scheduler(engine: str, ranks: int, per_rank: int, isl: int, budget: int | None = None):
+    """`benchmark_scheduler`'s rule for one worker of `ranks` attention ranks, each running `per_rank` requests with a
+    token budget per step of `budget` (default per_rank + isl + 1,500, the generator's rule)."""
+    from tokensim.sim import SglangScheduler, TrtllmScheduler, VllmScheduler
+
     batch = per_rank * ranks
-    budget = per_rank + run.isl + 1500
-    if d.engine == "trtllm":
+    budget = budget or per_rank + isl + 1500
+    if engine == "trtllm":
         return TrtllmScheduler(max_batch_size=batch, max_num_tokens=ranks * (-(-budget // 32) * 32))
-    if d.engine == "sglang":
-        return SglangScheduler(max_running_requests=batch, max_prefill_tokens=ranks * (run.isl + 1500),
-                               chunked_prefill_size=ranks * max(run.isl + 1500, 8192), enable_mixed_chunk=True)
+    if engine == "sglang":
+        prefill = max(budget - per_rank, isl + 1500)
+        return SglangScheduler(max_running_requests=batch, max_prefill_tokens=ranks * prefill,
+                               chunked_prefill_size=ranks * max(prefill, 8192), enable_mixed_chunk=True)
     return VllmScheduler(max_num_seqs=batch, max_num_batched_tokens=max(ranks * budget, batch))
+
+
+PREFILL_WORKER_TOKENS = 8192
+
+
+def disaggregated(case: ServingCase, constants: ConstantsTable | None = None):
+    """A disaggregated run's whole system: its prefill workers (their own layout and batch size), the decode workers,
+    and each request's KV cache moved between them over the rack's scale-up link when every worker's chips fit one
+    scale-up domain (NVLink in an NVL72 rack or an 8-GPU node), else over the scale-out network; each prefill chip
+    sends its share. None when the run states no prefill or decode worker count."""
+    from tokensim.perf.memory import kv_bytes_per_token
+    from tokensim.sim import Disaggregated
+    from tokensim.validate.serving import pool_deployment
+
+    run = case.run
+    if run.prefill is None or run.decode is None or not run.prefill.workers or not run.decode.workers:
+        return None
+    model, hw = catalog_model(run.model), catalog()[run.system]
+    try:
+        pre = pool_deployment(run, run.prefill, model, case.deployment.kv)
+        kv_capacity_tokens(model, hw, pre, constants)
+    except TokensimError:
+        return None             # the memory model cannot hold the prefill worker: the decode worker alone stands in
+    # a prefill worker packs prompts up to its token budget: the engines' default 8,192 tokens per rank (TensorRT-LLM
+    # max_num_tokens, vLLM's on large GPUs, SGLang's chunk), or one prompt and the generator's 1,500 beyond it; the
+    # stated prefill batch size (often 1) is the aiconfigurator's model of it, not a cap the engine applies
+    budget = max(PREFILL_WORKER_TOKENS, run.isl + 1500)
+    pre_scheduler = pool_scheduler(pre.engine, pre.attn_dp, max(1, budget // run.isl), run.isl, budget)
+    prefill = engine_for(model, hw, pre, constants=constants, scheduler=pre_scheduler)
+    decode = engine_for(model, hw, case.deployment, constants=constants, scheduler=benchmark_scheduler(case))
+    chips = pre.chips * run.prefill.workers + case.deployment.chips * run.decode.workers
+    up = hw.link("scale_up")
+    link = up if up is not None and chips <= up.domain_chips else (hw.link("scale_out") or up)
+    if link is None:
+        raise TokensimError(f"{run.id}: {hw.name} states no link to move the KV cache between workers")
+    return Disaggregated(prefill, decode, kv_bytes_per_token(model, case.deployment.kv),
+                         transfer_bandwidth_bytes_per_s=link.bandwidth_bytes_per_s * pre.chips,
+                         transfer_latency_s=link.latency_s, prefill_count=run.prefill.workers,
+                         decode_count=run.decode.workers)
 
 
 # The benchmark protocol behind silicon_dev.csv: closed-loop clients whose measured requests start together on an
@@ -147,10 +193,14 @@ def simulate_case(case: ServingCase, constants: ConstantsTable | None = None, ro
     (request_overhead_s) is added to every TTFT."""
     run = case.run
     model, hw = catalog_model(run.model), catalog()[run.system]
-    clients = max(1, int(round(case.concurrency)))
+    spec = None if case.prefill_in_decode else disaggregated(case, constants)
+    # a disaggregated run with both pools stated is simulated whole: every client, prefill workers, KV transfer and
+    # decode workers; otherwise one worker with its share of the clients
+    clients = max(1, int(round(run.concurrency if spec is not None else case.concurrency)))
     rounds = max(2, min(rounds, MEASURED_ROUNDS))       # at least the burst and one round after it
     n = rounds * clients
-    spec = engine_for(model, hw, case.deployment, constants=constants, scheduler=benchmark_scheduler(case))
+    if spec is None:
+        spec = engine_for(model, hw, case.deployment, constants=constants, scheduler=benchmark_scheduler(case))
     work = Workload(np.zeros(n), np.full(n, run.isl, dtype=np.int64), np.full(n, run.osl, dtype=np.int64))
     result = simulate(ClosedLoop(clients, work, start_spread_s=spread_s, think_s=think_s), spec, seed=0)
     req = result.requests

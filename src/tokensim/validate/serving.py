@@ -112,6 +112,18 @@ def _layout(pool: Pool, model) -> tuple[int, int, int, list[str]]:
     return tp, adp, ep, notes
 
 
+def pool_deployment(run: SiliconRun, pool: Pool, model, kv: str) -> Deployment:
+    """One worker of `pool` (a disaggregated run's prefill workers, say) as a deployment, by the layout rules."""
+    tp, adp, ep, _ = _layout(pool, model)
+    experts = next((layer.ffn.n_experts for layer in model.layers if isinstance(layer.ffn, MoE)), 0)
+    dep = Deployment(tp=tp, pp=pool.pp, attn_dp=adp, ep=ep, weights=run.gemm_weights or run.weights,
+                     expert_weights=run.moe_weights if model.is_moe else None, kv=kv, engine=run.engine,
+                     batch=max(1, (pool.batch_size or 1) * adp), input_tokens=run.isl, output_tokens=run.osl,
+                     overlap_comm=ep > 1, redundant_experts=-experts % ep if experts else 0)
+    check_against_model(model, dep)
+    return dep
+
+
 def serving_case(run: SiliconRun) -> ServingCase:
     """The deployment of one worker of `run` (agg: the replica; disagg: one decode worker)."""
     model = catalog_model(run.model)

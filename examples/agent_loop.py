@@ -8,8 +8,8 @@ wall time of the whole loop is printed per endpoint. Point it at real servers, o
     tokensim serve --emulate kimi-k2.6-gpu --port 8002 &
     python examples/agent_loop.py http://127.0.0.1:8001 http://127.0.0.1:8002 --steps 5
 
-Plain HTTP from the standard library (the same requests the official `openai` client sends), so it runs wherever
-tokensim does.
+The calls go through the official `openai` client when it is installed (`pip install openai`), else through plain
+HTTP from the standard library (the same requests), so the example runs wherever tokensim does.
 """
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ import argparse
 import json
 import sys
 import time
-import urllib.error
 import urllib.request
 
 
@@ -29,15 +28,38 @@ def _call(url: str, body: dict | None = None) -> dict:
         return json.load(resp)
 
 
-def agent_loop(base_url: str, steps: int, output_tokens: int, fresh_words: int, tool_s: float) -> float:
+def _openai_chat(base_url: str):
+    """A chat call through the official client, or None when it is not installed."""
+    try:
+        from openai import OpenAI
+    except ImportError:
+        return None
+    client = OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0, timeout=600)
+    model = client.models.list().data[0].id
+
+    def chat(messages: list[dict], max_tokens: int) -> str:
+        reply = client.chat.completions.create(model=model, messages=messages, max_tokens=max_tokens)
+        return reply.choices[0].message.content or ""
+    return chat
+
+
+def _http_chat(base_url: str):
     model = _call(f"{base_url}/v1/models")["data"][0]["id"]
+
+    def chat(messages: list[dict], max_tokens: int) -> str:
+        reply = _call(f"{base_url}/v1/chat/completions",
+                      {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": False})
+        return reply["choices"][0]["message"].get("content") or ""
+    return chat
+
+
+def agent_loop(base_url: str, steps: int, output_tokens: int, fresh_words: int, tool_s: float) -> float:
+    chat = _openai_chat(base_url) or _http_chat(base_url)
     messages = [{"role": "system", "content": "You are a coding agent."}]
     start = time.perf_counter()
     for step in range(steps):
         messages.append({"role": "user", "content": " ".join(["error"] * fresh_words) + f" (step {step})"})
-        reply = _call(f"{base_url}/v1/chat/completions",
-                      {"model": model, "messages": messages, "max_tokens": output_tokens, "stream": False})
-        messages.append({"role": "assistant", "content": reply["choices"][0]["message"].get("content") or ""})
+        messages.append({"role": "assistant", "content": chat(messages, output_tokens)})
         time.sleep(tool_s)                                  # the tool: run the tests, read the errors
     return time.perf_counter() - start
 
@@ -53,7 +75,7 @@ def main() -> None:
     for url in args.urls:
         try:
             wall = agent_loop(url.rstrip("/"), args.steps, args.output_tokens, args.fresh_words, args.tool_s)
-        except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError) as e:
+        except Exception as e:          # any client's failure (urllib, openai's APIError family): one line, exit 1
             sys.exit(f"{url}: no OpenAI-compatible answer ({e}); start one with tokensim serve --emulate SCENARIO")
         print(f"{url}: {args.steps} steps in {wall:.1f} s ({args.steps * args.tool_s:.1f} s of it in tools)")
 

@@ -3,6 +3,7 @@ from dataclasses import replace
 
 import pytest
 
+from tokensim.perf.constants import default_table
 from tokensim.validate.load import replay_trace, shipped_traces
 from tokensim.validate.serving_dev import (
     Skip,
@@ -62,7 +63,8 @@ def test_queueing_grows_ttft_with_the_rate():
 
 @pytest.fixture(scope="module")
 def shipped():
-    return validate_serving_dev()
+    """With an explicit constants table (the shipped one), as `tokensim fit` output would be passed."""
+    return validate_serving_dev(constants=default_table())
 
 
 def test_rows_relaying_a_shipped_trace_replay_it(shipped):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -28,8 +27,8 @@ from tokensim.deploy.layout import check_against_model
 from tokensim.errors import TokensimError
 from tokensim.perf.constants import ConstantsTable, for_hardware
 from tokensim.perf.engines import canonical_engine
-from tokensim.prediction.serving import default_scheduler, engine_for, read_trace_folder, trace_engine
-from tokensim.sim import ClosedLoop, Replicas, Workload, load_trace, simulate, synthetic
+from tokensim.prediction.serving import default_scheduler, engine_for
+from tokensim.sim import ClosedLoop, Replicas, Workload, simulate, synthetic
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model
 from tokensim.validate.serving import kv_default
@@ -111,14 +110,6 @@ def _metric_value(summary: dict, metric: str) -> float:
     return float(value)
 
 
-@lru_cache(maxsize=8)
-def _trace_summary(folder: str, constants: ConstantsTable | None) -> dict:
-    tf = read_trace_folder(folder)
-    from tokensim.validate.load import _model_for_trace
-    spec, _, _ = trace_engine(tf, catalog_model(_model_for_trace(tf.meta)), constants)
-    return simulate(load_trace(tf.requests), spec, seed=0).summary
-
-
 def _deployment(row: ServingRow, notes: list[str]) -> tuple[Deployment, int]:
     """One replica's deployment and the replica count."""
     model = catalog_model(row.model)
@@ -154,8 +145,12 @@ def _lengths(row: ServingRow) -> tuple[int, int]:
     return max(1, round(row.mean_input_tokens)), max(1, round(row.mean_output_tokens))
 
 
-def simulate_row(row: ServingRow, constants: ConstantsTable | None = None) -> DevResult:
-    """The row's metric from one simulation of its load on its deployment (or Skip's reason)."""
+def simulate_row(row: ServingRow, constants: ConstantsTable | None = None,
+                 traces: dict[Path, dict] | None = None) -> DevResult:
+    """The row's metric from one simulation of its load on its deployment (or Skip's reason). `traces`: summaries of
+    trace replays already run, by folder (rows relaying one trace share its replay); filled as replays run."""
+    from tokensim.validate.load import trace_simulation
+
     notes = list(row.assumptions)
     try:
         if row.metric not in LATENCY_METRICS and row.metric not in THROUGHPUT_METRICS:
@@ -163,7 +158,10 @@ def simulate_row(row: ServingRow, constants: ConstantsTable | None = None) -> De
         folder = _trace_folder(row)
         if folder is not None:
             notes.append(f"replays the shipped trace {folder.name} request by request (its arrivals and lengths)")
-            return DevResult(row, _metric_value(_trace_summary(str(folder), constants), row.metric), tuple(notes))
+            traces = {} if traces is None else traces
+            if folder not in traces:
+                traces[folder] = trace_simulation(folder, constants).summary
+            return DevResult(row, _metric_value(traces[folder], row.metric), tuple(notes))
         dep, replicas = _deployment(row, notes)
         summary = _simulate(row, dep, replicas, constants, notes)
         value = _metric_value(summary, row.metric)
@@ -211,7 +209,8 @@ def _simulate(row: ServingRow, dep: Deployment, replicas: int, constants: Consta
 def validate_serving_dev(path: str | Path | None = None, constants: ConstantsTable | None = None) -> list[DevResult]:
     """Every row of a serving_dev-layout CSV (the shipped one by default): simulated, or skipped with its reason."""
     rows, unresolved = read_serving(path or shipped_serving_dev())
-    out = [simulate_row(r, constants) for r in rows]
+    traces: dict[Path, dict] = {}
+    out = [simulate_row(r, constants, traces) for r in rows]
     for u in unresolved:
         out.append(DevResult(_placeholder(u.id), None, skipped_reason=u.reason))
     return out

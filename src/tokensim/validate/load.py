@@ -19,7 +19,7 @@ import numpy as np
 
 from tokensim.errors import TokensimError
 from tokensim.perf.constants import ConstantsTable, for_hardware
-from tokensim.prediction.serving import engine_for, kv_capacity_tokens, read_trace_folder, trace_engine
+from tokensim.prediction.serving import engine_for, read_trace_folder, trace_engine
 from tokensim.sim import ClosedLoop, Workload, load_trace, load_trace_measurements, simulate
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model, find_name
@@ -158,17 +158,16 @@ def disaggregated(case: ServingCase, constants: ConstantsTable | None = None):
     if run.prefill is None or run.decode is None or not run.prefill.workers or not run.decode.workers:
         return None
     model, hw = catalog_model(run.model), catalog()[run.system]
-    try:
-        pre = pool_deployment(run, run.prefill, model, case.deployment.kv)
-        kv_capacity_tokens(model, hw, pre, constants)
-    except TokensimError:
-        return None             # the memory model cannot hold the prefill worker: the decode worker alone stands in
     # a prefill worker packs prompts up to its token budget: the engines' default 8,192 tokens per rank (TensorRT-LLM
     # max_num_tokens, vLLM's on large GPUs, SGLang's chunk), or one prompt and the generator's 1,500 beyond it; the
     # stated prefill batch size (often 1) is the aiconfigurator's model of it, not a cap the engine applies
     budget = max(PREFILL_WORKER_TOKENS, run.isl + 1500)
-    pre_scheduler = pool_scheduler(pre.engine, pre.attn_dp, max(1, budget // run.isl), run.isl, budget)
-    prefill = engine_for(model, hw, pre, constants=constants, scheduler=pre_scheduler)
+    try:
+        pre = pool_deployment(run, run.prefill, model, case.deployment.kv)
+        pre_scheduler = pool_scheduler(pre.engine, pre.attn_dp, max(1, budget // run.isl), run.isl, budget)
+        prefill = engine_for(model, hw, pre, constants=constants, scheduler=pre_scheduler)
+    except TokensimError:
+        return None             # the memory model cannot hold the prefill worker: the decode worker alone stands in
     decode = engine_for(model, hw, case.deployment, constants=constants, scheduler=benchmark_scheduler(case))
     chips = pre.chips * run.prefill.workers + case.deployment.chips * run.decode.workers
     up = hw.link("scale_up")

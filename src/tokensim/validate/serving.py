@@ -112,16 +112,25 @@ def _layout(pool: Pool, model) -> tuple[int, int, int, list[str]]:
     return tp, adp, ep, notes
 
 
+def _redundant_slots(model, ep: int) -> tuple[int, int]:
+    """(routed experts, redundant slots that make ep divide them)."""
+    experts = next((layer.ffn.n_experts for layer in model.layers if isinstance(layer.ffn, MoE)), 0)
+    return experts, (-experts % ep if experts else 0)
+
+
+def _worker(run: SiliconRun, pool: Pool, model, tp: int, adp: int, ep: int, kv: str, batch: int) -> Deployment:
+    dep = Deployment(tp=tp, pp=pool.pp, attn_dp=adp, ep=ep, weights=run.gemm_weights or run.weights,
+                     expert_weights=run.moe_weights if model.is_moe else None, kv=kv, engine=run.engine,
+                     batch=max(1, batch), input_tokens=run.isl, output_tokens=run.osl, overlap_comm=ep > 1,
+                     redundant_experts=_redundant_slots(model, ep)[1])
+    check_against_model(model, dep)
+    return dep
+
+
 def pool_deployment(run: SiliconRun, pool: Pool, model, kv: str) -> Deployment:
     """One worker of `pool` (a disaggregated run's prefill workers, say) as a deployment, by the layout rules."""
     tp, adp, ep, _ = _layout(pool, model)
-    experts = next((layer.ffn.n_experts for layer in model.layers if isinstance(layer.ffn, MoE)), 0)
-    dep = Deployment(tp=tp, pp=pool.pp, attn_dp=adp, ep=ep, weights=run.gemm_weights or run.weights,
-                     expert_weights=run.moe_weights if model.is_moe else None, kv=kv, engine=run.engine,
-                     batch=max(1, (pool.batch_size or 1) * adp), input_tokens=run.isl, output_tokens=run.osl,
-                     overlap_comm=ep > 1, redundant_experts=-experts % ep if experts else 0)
-    check_against_model(model, dep)
-    return dep
+    return _worker(run, pool, model, tp, adp, ep, kv, (pool.batch_size or 1) * adp)
 
 
 def serving_case(run: SiliconRun) -> ServingCase:
@@ -144,16 +153,11 @@ def serving_case(run: SiliconRun) -> ServingCase:
     else:
         raise TokensimError(f"{run.id}: decode worker count and decode batch size not stated (the load on a decode "
                             f"worker is unknown)")
-    experts = next((layer.ffn.n_experts for layer in model.layers if isinstance(layer.ffn, MoE)), 0)
-    redundant = -experts % ep if experts else 0
+    experts, redundant = _redundant_slots(model, ep)
     if redundant:
         notes.append(f"ep {ep} does not divide the {experts} routed experts: {redundant} redundant expert slots fill "
                      f"every GPU's share, as expert-parallel load balancers place them (rule)")
-    dep = Deployment(tp=tp, pp=pool.pp, attn_dp=adp, ep=ep, weights=run.gemm_weights or run.weights,
-                     expert_weights=run.moe_weights if model.is_moe else None, kv=kv, engine=run.engine,
-                     batch=max(1, math.ceil(concurrency)), input_tokens=run.isl, output_tokens=run.osl, overlap_comm=ep > 1,
-                     redundant_experts=redundant)
-    check_against_model(model, dep)
+    dep = _worker(run, pool, model, tp, adp, ep, kv, math.ceil(concurrency))
     cap = pool.batch_size if run.agg is not None else None
     if cap is not None and cap < concurrency / adp:
         # 29 TensorRT-LLM runs state more clients than batch_size x attention_dp (27 of them exactly batch_size x tp),

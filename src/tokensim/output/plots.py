@@ -34,11 +34,11 @@ FAMILY_COLOURS = {
 METRIC_MARKERS = {"output_tps_per_user": "o", "ttft_s": "v", "throughput_tps_total": "s", "throughput_tps_per_chip": "D"}
 OP_COLOURS = {
     "attn.proj": "#4e79a7", "attn.core": "#a0cbe8", "linear.proj": "#59a14f", "linear.state": "#8cd17d",
-    "ffn": "#f28e2b", "moe.shared": "#ffbe7d", "moe.experts": "#e15759", "lm_head": "#b6992d",
+    "ffn": "#f28e2b", "moe.shared": "#ffbe7d", "moe.router": "#f1ce63", "moe.experts": "#e15759", "lm_head": "#b6992d",
     "tp.allreduce": "#76b7b2", "ep.dispatch": "#b07aa1", "ep.combine": "#d4a6c8", "pp.hop": "#9d7660",
     "afd.transfer": "#d7b5a6", "layer.floor": "#79706e", "host": "#bab0ac",
 }
-_SPARE = ("#499894", "#86bcb6", "#f1ce63", "#d37295", "#fabfd2", "#ff9d9a", "#edc948", "#bcbd22")
+_SPARE = ("#499894", "#86bcb6", "#d37295", "#fabfd2", "#ff9d9a", "#edc948", "#bcbd22")
 LINESTYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 

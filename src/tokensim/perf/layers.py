@@ -71,9 +71,10 @@ class Batch:
 # Kernel launches per op in a decode step, counted from vLLM/SGLang model code (a structural count, not
 # fitted): GQA projections = fused QKV GEMM, rotary, output GEMM, RMSNorm; MLA adds the low-rank q/kv
 # GEMMs and their norms; a gated FFN = norm, gate_up GEMM, activation, down GEMM; routed experts = router
-# GEMM, top-k, permute, two grouped GEMMs, activation, un-permute; each collective is one kernel.
+# GEMM, top-k, permute, two grouped GEMMs, activation, un-permute (so a router without shared experts launches
+# nothing of its own: "moe.router" = 0); each collective is one kernel.
 KERNELS = {"attn.proj": 4, "attn.proj.mla": 8, "attn.core": 1, "linear.proj": 4, "linear.state": 3,
-           "ffn": 4, "moe.shared": 4, "moe.experts": 7, "tp.allreduce": 1, "ep.dispatch": 1, "ep.combine": 1,
+           "ffn": 4, "moe.shared": 4, "moe.router": 0, "moe.experts": 7, "tp.allreduce": 1, "ep.dispatch": 1, "ep.combine": 1,
            "dp.gather": 1, "dp.scatter": 1,
            "lm_head": 2, "pp.hop": 1}
 
@@ -264,9 +265,12 @@ def moe_ops(ctx: Context, moe: MoE, b: Batch) -> list[OpCost]:
     ops = []
     d = ctx.model.hidden_size
     always_on = moe.shared_params + moe.router_params + moe.latent_params
-    if always_on:
+    if moe.shared_params + moe.latent_params:
         ops.append(weight_op(ctx, "moe.shared", always_on / dep.tp, b, "shared_experts",
                              inner=gated_ffn_inner(d, always_on / dep.tp)))
+    elif always_on:
+        # the gate alone: its weights are read, its GEMM is one of moe.experts' launches
+        ops.append(weight_op(ctx, "moe.router", always_on / dep.tp, b, "shared_experts"))
     imbalance: Num = np.where(dep.ep > 1, k.moe_load_imbalance, 1.0)
     if np.ndim(imbalance) == 0:
         imbalance = float(imbalance)
@@ -339,7 +343,7 @@ def layer_ops(ctx: Context, layer: Layer, b: Batch) -> list[OpCost]:
     return ops
 
 
-WEIGHT_OPS = ("attn.proj", "linear.proj", "ffn", "moe.shared", "moe.experts")
+WEIGHT_OPS = ("attn.proj", "linear.proj", "ffn", "moe.shared", "moe.router", "moe.experts")
 
 
 def hide_comm(ops: list[OpCost], overlap=True) -> list[OpCost]:

@@ -125,22 +125,25 @@ def test_clients_beyond_the_stated_batch_all_run_where_the_source_states_more_of
     assert any("every client runs" in a for a in cases[0].assumptions)
 
 
-@pytest.mark.parametrize("row_id, tp, adp, side, expect", [
-    ("r3", 64, 1, 8, (8, 1, 8)),                          # 64 GPUs would leave an 8-GPU NVLink domain
-    ("r3", 1, 64, 8, (1, 8, 8)),
-    ("x_agg_1024x1024_c8_tp2_ep2_992", 4, 1, 2, (2, 1, 2)),   # 4 GPUs fit a node, but the id names tp2_ep2
+@pytest.mark.parametrize("row_id, tp, adp, moe_tp, moe_ep, expect", [
+    ("r3", 64, 1, 8, 8, (8, 1, 8)),                          # 64 GPUs would leave an 8-GPU NVLink domain
+    ("r3", 1, 64, 8, 8, (1, 8, 8)),
+    ("x_agg_1024x1024_c8_tp2_ep2_992", 4, 1, 2, 2, (2, 1, 2)),   # 4 GPUs fit a node, but the id names tp2_ep2
+    ("r3", 8, 8, 1, 64, (8, 1, 8)),                          # the second pattern: tp = attention_dp = N, moe_ep N^2
+    ("x_agg_1024x1024_c4_tp2_ep2_1389", 2, 2, 1, 4, (2, 1, 2)),
 ])
-def test_a_width_written_squared_is_read_as_the_named_layout(tmp_path, row_id, tp, adp, side, expect):
+def test_a_width_written_squared_is_read_as_the_named_layout(tmp_path, row_id, tp, adp, moe_tp, moe_ep, expect):
     """moe_tp = moe_ep = N with tp x attention_dp = N^2: the source's 2026-04-06 rows so written are named tpN_epN, and
     its 2026-03-25 rows write the same named layout as tp N, moe_tp 1, moe_ep N (gpt-oss-120b on H200, tp8_ep8,
     8 clients, 1k/8k: TPOT 5.27 ms there, 5.23 ms here). Read as N GPUs (not N^2): attention tp N (or attention DP N)
     and expert parallelism N, the rule recorded."""
     from tokensim.validate.serving import serving_case
     run = _run(tmp_path, f"{row_id},source_file=x.csv; silicon_concurrency=8,trtllm,,openai/gpt-oss-120b,h200_sxm,fp4,"
-                         f"agg,1024,8192,nvfp4,nvfp4,8,{tp},1,{adp},{side},{side},,,,,,,,,,,,,,,119.0,5.23")
+                         f"agg,1024,8192,nvfp4,nvfp4,8,{tp},1,{adp},{moe_tp},{moe_ep},,,,,,,,,,,,,,,119.0,5.23")
     case = serving_case(run)
     d = case.deployment
     assert (d.tp, d.attn_dp, d.ep) == expect
+    side = expect[2]
     assert d.tp * d.attn_dp * d.pp == side
     assert any(f"read as {side} GPUs" in n for n in case.assumptions)
 
@@ -153,4 +156,4 @@ def test_a_square_layout_that_is_not_named_and_fits_a_node_stands(tmp_path):
                          "1024,1024,nvfp4,nvfp4,8,4,1,1,2,2,,,,,,,,,,,,,,,100.0,5.0")
     case = serving_case(run)
     assert (case.deployment.tp, case.deployment.attn_dp, case.deployment.ep) == (4, 1, 2)
-    assert not any("GPUs, " in n for n in case.assumptions)
+    assert not any("the layout the source names" in n for n in case.assumptions)

@@ -85,21 +85,31 @@ def kv_default(kv: str | None, engine: str, weights: str | None) -> tuple[str, s
     return "bf16", "KV: not stated; bf16, the engines' default 'auto' (rule)"
 
 
-def _squared_side(pool: Pool, model, run: SiliconRun) -> int | None:
-    """N where a row writes its width squared: moe_tp = moe_ep = N with tp x attention_dp = N^2 (one of them 1), and
-    either its id names the layout tpN_epN or N^2 GPUs would leave the system's scale-up domain. The source's
-    2026-04-06 rows so written are named tpN_epN, and its 2026-03-25 rows write the same named layouts as tp N,
-    moe_tp 1, moe_ep N with the same measured speed (gpt-oss-120b on H200, tp8_ep8, 8 clients, 1k/8k: TPOT 5.27 ms
-    there, 5.23 ms here); the unnamed rows of the db-dump show the same pattern (16 and 64 'GPUs' on 8-GPU B200 and
-    H200 nodes). An ordinary layout such as tp 4 with moe_tp 2 x moe_ep 2 on one node, unnamed, stands."""
-    side = pool.moe_ep or 0
-    if not (model.is_moe and side > 1 and pool.moe_tp == side
-            and (pool.tp, pool.attention_dp) in ((side * side, 1), (1, side * side))):
+def _squared_layout(pool: Pool, model, run: SiliconRun) -> tuple[int, int, int] | None:
+    """(tp, attention DP, ep) where a row writes its width squared, N GPUs written as N^2: tp x attention_dp = N^2 with
+    moe_tp = moe_ep = N (tp or attention_dp N^2, the other 1), or tp = attention_dp = N with moe_tp 1 and
+    moe_ep = N^2; and either its id names the layout tpN_epN or N^2 GPUs would leave the system's scale-up domain.
+    The source's 2026-04-06 rows so written are named tpN_epN, and its 2026-03-25 rows write the same named layouts
+    as tp N, moe_tp 1, moe_ep N with the same measured speed (gpt-oss-120b on H200, tp8_ep8, 8 clients, 1k/8k: TPOT
+    5.27 ms there, 5.23 ms here; MiniMax-M2.5 on H100, tp4_ep4, 4 clients, 1k/1k: 10.12 and 10.09 ms); the unnamed
+    rows of the db-dump show the first pattern (16 and 64 'GPUs' on 8-GPU B200 and H200 nodes). An ordinary layout
+    such as tp 4 with moe_tp 2 x moe_ep 2 on one node, unnamed, stands."""
+    if not model.is_moe or not pool.moe_ep or not pool.moe_tp:
+        return None
+    tp, adp, mtp, mep = pool.tp, pool.attention_dp, pool.moe_tp, pool.moe_ep
+    side = math.isqrt(tp * adp)
+    if side < 2 or side * side != tp * adp:
+        return None
+    if mtp == mep == side and (tp, adp) in ((side * side, 1), (1, side * side)):
+        layout = (side, 1, side) if tp > 1 else (1, side, side)
+    elif tp == adp == side and mtp == 1 and mep == side * side:
+        layout = (side, 1, side)
+    else:
         return None
     named = re.search(rf"_tp{side}(?:_0)?_ep{side}(?:_|$)", run.id) is not None
     up = catalog()[run.system].link("scale_up")
     beyond = up is not None and 0 < up.domain_chips < side * side
-    return side if named or beyond else None
+    return layout if named or beyond else None
 
 
 def _layout(pool: Pool, model, run: SiliconRun) -> tuple[int, int, int, list[str]]:
@@ -107,12 +117,12 @@ def _layout(pool: Pool, model, run: SiliconRun) -> tuple[int, int, int, list[str
     notes = []
     tp, adp = pool.tp, pool.attention_dp
     ep = pool.moe_ep or 1
-    side = _squared_side(pool, model, run)
-    if side:
-        width = "tp" if tp > 1 else "attention_dp"
-        notes.append(f"{width} {tp * adp} = moe_tp {side} x moe_ep {side}: read as {side} GPUs, {width} {side} and "
-                     f"expert parallelism {side}, the layout the source names tp{side}_ep{side} (rule)")
-        tp, adp = (side, 1) if tp > 1 else (1, side)
+    squared = _squared_layout(pool, model, run)
+    if squared:
+        notes.append(f"tp {tp} x attention_dp {adp} with moe_tp {pool.moe_tp} x moe_ep {pool.moe_ep}: read as "
+                     f"{squared[0] * squared[1]} GPUs, tp {squared[0]}, attention_dp {squared[1]}, expert parallelism "
+                     f"{squared[2]}, the layout the source names tp{squared[2]}_ep{squared[2]} (rule)")
+        tp, adp, ep = squared
     if not model.is_moe:
         ep = 1
     elif (tp * adp) % ep:

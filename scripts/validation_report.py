@@ -77,6 +77,12 @@ def section(sample: int = 120) -> str:
         t = by_ttft.get(b["pair"])
         lines.append(f"| {b['pair']} | {b['rows']} | {t['median_abs_error']:.1%} | {b['median_abs_error']:.1%} |" if t
                      else f"| {b['pair']} | {b['rows']} | - | {b['median_abs_error']:.1%} |")
+    rep = load["silicon_repeats"]
+    lines += ["", f"The floor under these figures: {rep['configurations']} configurations were measured more than once "
+              f"({rep['runs']} runs; {rep['identical_pairs']} pairs are one run copied between files). Where two runs of "
+              f"one stated configuration differ, they differ by a median {_pct(rep['ttft'])} in TTFT (p90 "
+              f"{rep['ttft']['p90_abs_error']:.0%}) and {_pct(rep['tpot'])} in TPOT (p90 {rep['tpot']['p90_abs_error']:.0%}), "
+              f"over {rep['ttft']['rows']} pairs (|a / b - 1|, larger over smaller): no prediction can match both runs."]
     sim = load["silicon_simulated"]
     signed = sim["ttft_median_signed_error"]
     lines += ["", f"`tokensim validate --serving` simulates a sample of {sim['sample']} of these runs on each call, each "

@@ -304,6 +304,7 @@ def validate_serving(sample: int, progress_bar, enabled: bool = True, silicon: s
     from tokensim.perf.constants import default_table
     from tokensim.validate.fit_report import pair_name, pair_tables, serving_cases
     from tokensim.validate.load import error_stats, replay_trace, sample_cases, shipped_traces, simulate_cases
+    from tokensim.validate.repeats import repeat_spread
     from tokensim.validate.serving import steady_tpot
     from tokensim.validate.serving_dev import summary as dev_summary
     from tokensim.validate.serving_dev import validate_serving_dev
@@ -341,6 +342,7 @@ def validate_serving(sample: int, progress_bar, enabled: bool = True, silicon: s
                               "tpot": error_stats(r.tpot_error for r in simulated),
                               "ttft_median_signed_error": (float(np.median([r.ttft_error for r in simulated]))
                                                            if simulated else None)},
+        "silicon_repeats": repeat_spread(cases),
         "traces": traces,
         "serving_dev": (dev_summary(validate_serving_dev()) if silicon is None else None),
         "peer": "aiconfigurator 0.12 on 284 of its own silicon-sample configurations: TTFT median 47 %, TPOT 17 % "
@@ -364,6 +366,11 @@ def print_serving_validation(load: dict, out) -> None:
               pct(sim["ttft"], "p90_abs_error"))
     t.add_row(f"TPOT, simulated (sample of {sim['sample']})", str(sim["tpot"]["rows"]), pct(sim["tpot"]),
               pct(sim["tpot"], "p90_abs_error"))
+    rep = load.get("silicon_repeats")
+    if rep and rep["ttft"]["rows"]:
+        for metric in ("ttft", "tpot"):
+            t.add_row(f"{metric.upper()}, one configuration measured twice: |a / b - 1| (the floor under any model)",
+                      str(rep[metric]["rows"]), pct(rep[metric]), pct(rep[metric], "p90_abs_error"))
     out.print(t)
     tr = Table(title="vLLM traces replayed request by request: error against the recorded run (LLMServingSim's own in brackets)",
                title_justify="left")

@@ -76,14 +76,17 @@ def _model_for_trace(meta: dict) -> str:
 
 def trace_simulation(folder: str | Path, constants: ConstantsTable | None = None, model: str | None = None):
     """A trace folder's requests replayed at their recorded arrivals on the engine its meta.json describes."""
-    tf = read_trace_folder(folder)
+    return _replay(read_trace_folder(folder), constants, model)
+
+
+def _replay(tf, constants: ConstantsTable | None, model: str | None):
     spec, _, _ = trace_engine(tf, catalog_model(model or _model_for_trace(tf.meta)), constants)
     return simulate(load_trace(tf.requests), spec, seed=0)
 
 
 def replay_trace(folder: str | Path, constants: ConstantsTable | None = None, model: str | None = None) -> TraceResult:
     tf = read_trace_folder(folder)
-    result = trace_simulation(folder, constants, model)
+    result = _replay(tf, constants, model)
     m = load_trace_measurements(tf.requests)
     measured = {"ttft_s": _stats(m["ttft_s"]), "tpot_s": _stats(m["tpot_s"])}
     simulated = {k: {s: result.summary[k][s] for s in STATS} for k in ("ttft_s", "tpot_s")}

@@ -45,11 +45,12 @@ def case_key(case) -> tuple:
 def repeat_spread(cases) -> dict:
     """For the serving cases measured more than once: how many configurations and runs, how many pairs are verbatim
     copies, and the spread |a / b - 1| of TTFT and TPOT over the pairs that differ (median and p90)."""
+    keyed = [(case_key(c), c) for c in cases]
     counts: dict[tuple, int] = defaultdict(int)
-    for c in cases:
-        counts[case_key(c)] += 1
-    repeated = [c for c in cases if counts[case_key(c)] > 1]
-    ttft, identical = pair_differences((case_key(c), c.run.ttft_s) for c in repeated)
-    tpot, _ = pair_differences((case_key(c), c.run.tpot_s) for c in repeated)
+    for key, _ in keyed:
+        counts[key] += 1
+    repeated = [(key, c) for key, c in keyed if counts[key] > 1]
+    ttft, identical = pair_differences((key, c.run.ttft_s) for key, c in repeated)
+    tpot, _ = pair_differences((key, c.run.tpot_s) for key, c in repeated)
     return {"configurations": sum(1 for n in counts.values() if n > 1), "runs": len(repeated),
             "identical_pairs": identical, "ttft": error_stats(ttft), "tpot": error_stats(tpot)}

@@ -1,5 +1,7 @@
 """Serving runs under load: the light-load TTFT estimate and the closed loop simulated as aiperf measures it (issues 11
 and 12)."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -114,3 +116,25 @@ def test_a_disaggregated_run_is_simulated_whole():
     assert (d.prefill_count, d.decode_count) == (1, 1)
     assert d.transfer_bandwidth_bytes_per_s == 8 * 900e9 and d.transfer_latency_s == 3e-6
     assert d.kv_bytes_per_token == kv_bytes_per_token(catalog_model("deepseek-v3"), "fp8")
+
+
+def test_left_out_tpot_reported_is_the_steady_state_estimate_not_the_objective(cases, monkeypatch):
+    """The fit's objective multiplies each run's steady-state TPOT by the simulator's ratio at the whole fit's constants
+    (`FitData.tpot_ratio`); the report labels its TPOT "steady-state estimate" and `validate --serving` prints that
+    estimate, so the left-out figure must not carry the ratio. With the refit replaced by the shipped constants and
+    a ratio of 2 on every run, the reported error is ln(steady / measured), not ln(2 steady / measured)."""
+    from tokensim.validate import fit_report
+    from tokensim.validate.serving import steady_tpot
+
+    pair = ("h100-sxm", "trtllm")
+    runs = tuple(c for c in cases if c.pair == pair and c.concurrency <= 4)[:2]
+    assert len(runs) == 2
+    data = replace(FitData.of((), runs), tpot_ratio=(2.0, 2.0))
+    shipped = default_table()
+    monkeypatch.setattr(fit_report, "held_out", lambda d, fitted, lp, ls: ({}, d))
+    monkeypatch.setattr(fit_report, "table_for", lambda values: shipped)
+    _, _, errs, _, _ = fit_report._pair_task((data, {}, pair))
+    measured = np.array([c.run.tpot_s for c in runs])
+    expected = np.log(steady_tpot(list(runs), shipped) / measured)
+    assert np.allclose(errs["tpot"], expected, rtol=0, atol=1e-12)
+    assert not np.allclose(errs["tpot"], expected + np.log(2.0), rtol=0, atol=0.1)

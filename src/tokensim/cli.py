@@ -497,7 +497,7 @@ def fit(
     json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> None:
     """Fit the empirical constants and the engine profiles on the measurements and the measured serving runs; write
-    fitted.toml with its report and residuals (about 30 minutes on 2 cores with the out-of-sample refits)."""
+    fitted.toml with its report and residuals (about an hour on 2 cores with the out-of-sample refits)."""
     import tempfile
 
     from tokensim.output.files import atomic_write

@@ -194,3 +194,19 @@ def test_console_script_and_python_m_smoke():
     proc = subprocess.run([sys.executable, "-m", "tokensim", "predict", "--weights", "int3"], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("error: --weights = 'int3'") and "Traceback" not in proc.stderr
+
+
+def test_simulate_refuses_fixed_lengths_beyond_the_context():
+    """Llama-3.1-8B holds 131,072 tokens: 200,000 prompt tokens per request would have every request rejected, so
+    the command says which flag and which limit, in one line, and exits 2 instead of printing an empty table."""
+    r = cli("simulate", "--model", "llama-3.1-8b", "--rate", "1", "--requests", "5", "--input-tokens", "200000", rc=2)
+    assert_one_line(r, "--input-tokens", "200000", "131072")
+
+
+def test_simulate_says_how_many_requests_it_rejected_and_why(tmp_path):
+    """A dataset whose second request is longer than the context: one of two requests is served, the other rejected
+    as context_limit, and the table's note says so (1 of 2, for the two requests asked)."""
+    data = tmp_path / "lengths.jsonl"
+    data.write_text('{"input_tokens": 10, "output_tokens": 5}\n{"input_tokens": 200000, "output_tokens": 5}\n')
+    r = cli("simulate", "--model", "llama-3.1-8b", "--rate", "1", "--requests", "2", "--dataset", str(data))
+    assert "1 of 2 requests rejected (context_limit 1)" in r.stdout + r.stderr

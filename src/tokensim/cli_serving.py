@@ -163,6 +163,12 @@ def register(app: typer.Typer, out, note) -> None:
             load_dataset(dataset)           # a bad file is one line here, not in a worker
             data = Path(dataset)
         spec, name = _engine_from_args(scenario, model, hardware, tp, pp, chips, ep, attn_dp, weights, kv, engine, folder)
+        if data is None and trace_file is None and spec.max_model_len is not None \
+                and input_tokens + output_tokens > spec.max_model_len:
+            # every request of a fixed-length load would be refused: say so instead of simulating nothing
+            raise bad_value("--input-tokens", input_tokens,
+                            f"input + output tokens ({input_tokens} + {output_tokens}) within the model's context of "
+                            f"{spec.max_model_len} tokens")
         loads = ([LoadSpec(requests, rate_per_s=r, input_tokens=input_tokens, output_tokens=output_tokens, seed=seed,
                            dataset=data) for r in rates] or
                  [LoadSpec(requests, concurrency=concurrency, input_tokens=input_tokens, output_tokens=output_tokens,
@@ -206,6 +212,11 @@ def register(app: typer.Typer, out, note) -> None:
                      if ld["concurrency"] else f"trace {Path(ld['trace']).parent.name or ld['trace']}")
             rows.append(_row(label + "".join(f", {k} {v}" for k, v in s.get("scheduler", {}).items()), s))
         out.print(_table(f"{spec.name}, {replicas} replica(s)", rows))
+        for row, s in zip(rows, summaries, strict=True):
+            refused = s["rejected"]
+            if refused["total"]:
+                why = ", ".join(f"{k} {v}" for k, v in refused["reasons"].items() if v)
+                note.print(f"{row[0]}: {refused['total']} of {s['requests']} requests rejected ({why})", highlight=False)
 
     @app.command()
     def bench(

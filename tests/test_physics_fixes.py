@@ -5,7 +5,7 @@ import tokensim
 from tokensim.deploy.deployment import Deployment
 from tokensim.perf.constants import for_hardware
 from tokensim.perf.context import make_context
-from tokensim.perf.layers import Batch, allreduce_op, moe_ops
+from tokensim.perf.layers import Batch, allreduce_op, attention_ops, moe_ops
 from tokensim.perf.memory import bytes_per_token
 from tokensim.specs.model.spec import MoE
 
@@ -87,3 +87,17 @@ def test_prefill_attention_runs_at_its_own_share_of_the_prefill_rate():
     assert d4["attn.core"].time_s == pytest.approx(d1["attn.core"].time_s, rel=1e-12)
     with pytest.raises(tokensim.TokensimError, match="attention_prefill_rate_ratio"):
         dataclasses.replace(k1, attention_prefill_rate_ratio=0.0)
+
+
+@pytest.mark.parametrize("model,kernels", [("glm-5", 13), ("deepseek-v3", 1)])
+def test_a_dsa_indexer_launches_its_kernels_before_the_sparse_core(model, kernels):
+    """GLM-5's attention core carries a DSA lightning indexer: 12 kernels (wq_b and wk GEMMs, k LayerNorm, rotary,
+    two concatenations, q's fp8 quantization, weights_proj GEMM and its scaling, k quantize-and-cache, fp8 MQA logits,
+    top-k; vLLM's Indexer.forward) before the sparse attention kernel, so its fixed time is 13 kernel gaps where
+    DeepSeek-V3's dense MLA core, with no indexer, pays one."""
+    m, hw = tokensim.load_model(model), tokensim.load_hardware("b200")
+    k = for_hardware(hw)
+    ctx = make_context(m, hw, Deployment(tp=8, weights="fp8"), k)
+    att = next(layer.mixer for layer in m.layers if getattr(layer.mixer, "kind", "") == "mla")
+    core = next(o for o in attention_ops(ctx, att, Batch.decode(4, 2000)) if o.name == "attn.core")
+    assert core.t_fixed_s == pytest.approx(kernels * k.kernel_gap_s, rel=1e-12)

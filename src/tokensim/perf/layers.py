@@ -72,8 +72,12 @@ class Batch:
 # fitted): GQA projections = fused QKV GEMM, rotary, output GEMM, RMSNorm; MLA adds the low-rank q/kv
 # GEMMs and their norms; a gated FFN = norm, gate_up GEMM, activation, down GEMM; routed experts = router
 # GEMM, top-k, permute, two grouped GEMMs, activation, un-permute (so a router without shared experts launches
-# nothing of its own: "moe.router" = 0); each collective is one kernel.
-KERNELS = {"attn.proj": 4, "attn.proj.mla": 8, "attn.core": 1, "linear.proj": 4, "linear.state": 3,
+# nothing of its own: "moe.router" = 0); each collective is one kernel. A DSA sparse-attention core (DeepSeek
+# V3.2/V4, GLM-5) adds its lightning indexer's 12 before the sparse attention kernel: the wq_b and wk GEMMs,
+# the k LayerNorm, rotary, the q and k concatenations, q's fp8 quantization, the weights_proj GEMM and its
+# scaling, the k quantize-and-cache write, the fp8 MQA logits and the top-k (vLLM's Indexer.forward and
+# sparse_attn_indexer, vllm/model_executor/models/deepseek_v2.py).
+KERNELS = {"attn.proj": 4, "attn.proj.mla": 8, "attn.core": 1, "attn.core.dsa": 13, "linear.proj": 4, "linear.state": 3,
            "ffn": 4, "moe.shared": 4, "moe.router": 0, "moe.experts": 7, "tp.allreduce": 1, "ep.dispatch": 1, "ep.combine": 1,
            "dp.gather": 1, "dp.scatter": 1,
            "lm_head": 2, "pp.hop": 1}
@@ -235,7 +239,9 @@ def attention_ops(ctx: Context, att: Attention, b: Batch) -> list[OpCost]:
     flops = flops_decode + flops_prefill
     # each query token's q is read and its output written (heads x value width per chip)
     nbytes = nbytes + act_bytes(ctx, b.tokens * att.n_heads * (att.head_dim + att.v_head_dim) / tp)
-    ops.append(compute_op(ctx, "attn.core", nbytes, flops, KV_CORE, prefill_share=_share(flops_prefill, flops),
+    # a sparse-attention indexer (DSA) runs its own kernels before the sparse core (KERNELS["attn.core.dsa"])
+    core_kernels = "attn.core.dsa" if att.indexer_elems_per_token else None
+    ops.append(compute_op(ctx, "attn.core", nbytes, flops, KV_CORE, core_kernels, prefill_share=_share(flops_prefill, flops),
                           bytes_per_s=ctx.kv_bytes_per_s, prefill_rate_ratio=ctx.k.attention_prefill_rate_ratio))
     # fused residual add + RMSNorm (read x and the residual, write both), rotary on q and k
     ops.append(elementwise_op(ctx, act_bytes(ctx, b.tokens * (4.0 * d + 2.0 * (att.n_heads + att.n_kv_heads)

@@ -210,3 +210,16 @@ def test_simulate_says_how_many_requests_it_rejected_and_why(tmp_path):
     data.write_text('{"input_tokens": 10, "output_tokens": 5}\n{"input_tokens": 200000, "output_tokens": 5}\n')
     r = cli("simulate", "--model", "llama-3.1-8b", "--rate", "1", "--requests", "2", "--dataset", str(data))
     assert "1 of 2 requests rejected (context_limit 1)" in r.stdout + r.stderr
+
+
+def test_simulate_refuses_a_negative_seed():
+    """numpy's generator takes only seeds >= 0: --seed -1 was an internal error (exit 1); now the flag is named in one
+    line with exit 2, and the library says the same to a caller who passes seed=-1."""
+    r = cli("simulate", "--model", "llama-3.1-8b", "--rate", "1", "--requests", "5", "--seed", "-1", rc=2)
+    assert_one_line(r, "--seed", "-1")
+    import pytest
+
+    from tokensim.errors import TokensimError
+    from tokensim.prediction.serving import LoadSpec, workload_for
+    with pytest.raises(TokensimError, match="seed"):
+        workload_for(LoadSpec(5, rate_per_s=1.0, seed=-1))

@@ -116,7 +116,7 @@ def register(app: typer.Typer, out, note) -> None:
         dataset: str | None = typer.Option(None, "--dataset",
                                            help="JSONL of input_tokens/output_tokens per request (replaces --input-tokens "
                                                 "and --output-tokens; taken in order, cycled to --requests)"),
-        seed: int = typer.Option(0, "--seed", help="seed of the one random generator"),
+        seed: int = typer.Option(0, "--seed", min=0, help="seed of the one random generator (>= 0)"),
         slo_ttft: float | None = typer.Option(None, "--slo-ttft", help="TTFT objective in seconds (goodput)"),
         slo_tpot: float | None = typer.Option(None, "--slo-tpot", help="TPOT objective in seconds (goodput)"),
         max_running: str | None = typer.Option(None, "--max-running",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tokensim.deploy.deployment import Deployment
-from tokensim.errors import TokensimError, bad_value
+from tokensim.errors import TokensimError, bad_value, require
 from tokensim.perf.constants import ConstantsTable, for_hardware
 from tokensim.perf.context import make_context
 from tokensim.perf.memory import stage_memory
@@ -155,6 +155,7 @@ def workload_for(load: LoadSpec):
     if (load.rate_per_s is None) == (load.concurrency is None):
         raise bad_value("load", "rate and concurrency" if load.rate_per_s else "neither",
                         "one of --rate (requests/s) or --concurrency (clients), or a --trace")
+    require(isinstance(load.seed, int) and load.seed >= 0, "seed", load.seed, "an integer >= 0")
     rng = np.random.default_rng(load.seed)
     inputs: int | np.ndarray = load.input_tokens
     outputs: int | np.ndarray = load.output_tokens

@@ -69,7 +69,7 @@ class Simulation:
 
     def __init__(self, deployment, *, seed: int = 0, fast_forward: bool = True,
                  series_points: int = 2000) -> None:
-        require(isinstance(seed, (int, np.integer)), "seed", seed, "an integer")
+        require(isinstance(seed, (int, np.integer)) and seed >= 0, "seed", seed, "an integer >= 0")
         self.rng = np.random.default_rng(seed)
         self.fast_forward = fast_forward
         self.series_points = series_points

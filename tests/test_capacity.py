@@ -43,3 +43,17 @@ def test_bad_objectives_name_the_field(field):
     kw[field] = float("nan")
     with pytest.raises(TokensimError, match=field):
         CapacityRequest(tokensim.load_model("llama-3.1-8b"), (tokensim.load_hardware("h100-sxm"),), **kw)
+
+
+def test_a_rate_beyond_the_largest_simulated_fleet_is_refused_before_simulating():
+    """1e12 requests/s of Llama-3.1-8B needs billions of H100 replicas: the plan used to build that fleet in the
+    simulator and never returned; now it says how many replicas the rate needs against the 1,000 it simulates.
+    A lower bound by hand: one H100 at most streams its 3.35 TB/s over 16 GB of weights ~ 210 steps/s, and even at a
+    batch of 4,096 that is < 1e6 tokens/s, < 1e4 requests/s of 100 output tokens, so >= 1e8 replicas."""
+    from tokensim.plan.capacity import MAX_REPLICAS
+    req = CapacityRequest(tokensim.load_model("llama-3.1-8b"), (tokensim.load_hardware("h100-sxm"),), rate_per_s=1e12,
+                          slo_ttft_s=2.0, slo_tpot_s=0.05, input_tokens=100, output_tokens=100, max_chips_per_replica=1)
+    with pytest.raises(TokensimError, match="rate") as err:
+        capacity_plan(req)
+    fewest = int(str(err.value).split("is ")[-1].split(" ")[0].replace(",", ""))
+    assert fewest >= 1e8 > MAX_REPLICAS

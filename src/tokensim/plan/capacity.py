@@ -26,6 +26,7 @@ from tokensim.specs.model.spec import ModelSpec
 UTILIZATION_TARGET = 0.8      # screen replicas at 80 % of their static throughput: an M/G/c queue's wait stays short
 MAX_EXTRA_REPLICAS = 2
 SIMULATED_REQUESTS = 1500
+MAX_REPLICAS = 1000           # the largest fleet a plan simulates: its 1,500 requests still reach every replica
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ class Candidate:
 
 
 def screen(req: CapacityRequest) -> list[Candidate]:
-    """Every replica layout that could meet the objectives, with the replicas the rate needs, cheapest first."""
+    """Every replica layout that could meet the objectives, with the replicas the rate needs, cheapest first; a
+    rate that needs more than MAX_REPLICAS of every such layout is refused (the simulator would build that fleet)."""
     preq = PlanRequest(req.model, req.hardware, max_chips=req.max_chips_per_replica, input_tokens=req.input_tokens,
                        output_tokens=req.output_tokens, engine=req.engine, speculative=False, disaggregation=False)
     result = plan(preq)
@@ -79,10 +81,14 @@ def screen(req: CapacityRequest) -> list[Candidate]:
     hw_by_name = {h.name: h for h in req.hardware}
     seen: set = set()
     out = []
+    fewest = math.inf
     for i in np.flatnonzero(ok):
         hw = hw_by_name[str(p["hardware"][i])]
         capacity = float(p["throughput_tokens_per_s"][i]) / req.output_tokens       # requests/s of one replica
         replicas = max(1, math.ceil(req.rate_per_s / (capacity * UTILIZATION_TARGET)))
+        fewest = min(fewest, replicas)
+        if replicas > MAX_REPLICAS:
+            continue
         chips_per_replica = int(p["chips"][i])
         weights = str(p["weights"][i])
         dep = Deployment(tp=int(p["tp"][i]), pp=int(p["pp"][i]), ep=int(p["ep"][i]), attn_dp=int(p["attn_dp"][i]),
@@ -96,6 +102,9 @@ def screen(req: CapacityRequest) -> list[Candidate]:
         price = hw.price_usd_per_hour * chips_per_replica * replicas if hw.price_usd_per_hour else None
         out.append(Candidate(hw.name, dep, replicas, chips_per_replica * replicas, price,
                              float(p["time_per_output_token_s"][i]), float(p["ttft_s"][i])))
+    if not out and fewest < math.inf:
+        raise bad_value("rate", req.rate_per_s, f"at most what {MAX_REPLICAS:,} replicas serve: the fewest replicas of "
+                        f"any layout that meets the objectives is {fewest:,.0f} (plan a share of the load and scale it)")
     out.sort(key=lambda c: (c.usd_per_hour if c.usd_per_hour is not None else math.inf, c.chips, -c.deployment.batch))
     return out
 

@@ -217,8 +217,6 @@ def test_simulate_refuses_a_negative_seed():
     line with exit 2, and the library says the same to a caller who passes seed=-1."""
     r = cli("simulate", "--model", "llama-3.1-8b", "--rate", "1", "--requests", "5", "--seed", "-1", rc=2)
     assert_one_line(r, "--seed", "-1")
-    import pytest
-
     from tokensim.errors import TokensimError
     from tokensim.prediction.serving import LoadSpec, workload_for
     with pytest.raises(TokensimError, match="seed"):

@@ -103,7 +103,7 @@ def screen(req: CapacityRequest) -> list[Candidate]:
         out.append(Candidate(hw.name, dep, replicas, chips_per_replica * replicas, price,
                              float(p["time_per_output_token_s"][i]), float(p["ttft_s"][i])))
     if not out and fewest < math.inf:
-        raise bad_value("rate", req.rate_per_s, f"at most what {MAX_REPLICAS:,} replicas serve: the fewest replicas of "
+        raise bad_value("rate_per_s", req.rate_per_s, f"at most what {MAX_REPLICAS:,} replicas serve: the fewest replicas of "
                         f"any layout that meets the objectives is {fewest:,.0f} (plan a share of the load and scale it)")
     out.sort(key=lambda c: (c.usd_per_hour if c.usd_per_hour is not None else math.inf, c.chips, -c.deployment.batch))
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -143,6 +144,10 @@ class LoadSpec:
     seed: int = 0
     dataset: Path | None = None     # JSONL of input/output token counts per request, taken in order and cycled
 
+    def __post_init__(self) -> None:
+        # the one seed feeds the workload's generator and the simulator's (numpy takes only seeds >= 0)
+        require(isinstance(self.seed, numbers.Integral) and self.seed >= 0, "seed", self.seed, "an integer >= 0")
+
 
 def workload_for(load: LoadSpec):
     """The simulator's workload for a LoadSpec (a Workload, or a ClosedLoop around one)."""
@@ -155,7 +160,6 @@ def workload_for(load: LoadSpec):
     if (load.rate_per_s is None) == (load.concurrency is None):
         raise bad_value("load", "rate and concurrency" if load.rate_per_s else "neither",
                         "one of --rate (requests/s) or --concurrency (clients), or a --trace")
-    require(isinstance(load.seed, int) and load.seed >= 0, "seed", load.seed, "an integer >= 0")
     rng = np.random.default_rng(load.seed)
     inputs: int | np.ndarray = load.input_tokens
     outputs: int | np.ndarray = load.output_tokens

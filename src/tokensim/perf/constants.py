@@ -27,6 +27,11 @@ ENGINES = engine_names()   # engine profiles (data/engines) and the spellings th
 FITTED_ENV = "TOKENSIM_FITTED"   # a fitted table written by `tokensim fit -o FILE`, used instead of the shipped one
 
 
+# achieved shares of a peak: a prediction divides by most of them, so 0 is refused here, not met as 0 / 0 later
+SHARES = ("hbm_bandwidth_fraction", "attention_bandwidth_fraction", "gemm_flops_fraction", "prefill_flops_fraction",
+          "link_bandwidth_fraction", "usable_memory_fraction", "grouped_gemm_fraction", "sustained_clock_fraction")
+
+
 @dataclass(frozen=True)
 class Constants:
     hbm_bandwidth_fraction: float    # achieved / peak bandwidth of the tier holding the weights, streaming weights
@@ -59,7 +64,7 @@ class Constants:
             v = getattr(self, f.name)
             if not (isinstance(v, float) and math.isfinite(v) and v >= 0):
                 raise bad_value(f"constants.{f.name}", v, "a finite number >= 0")
-        for name in ("grouped_gemm_fraction", "sustained_clock_fraction"):
+        for name in SHARES:
             v = getattr(self, name)
             if not 0 < v <= 1:
                 raise bad_value(f"constants.{name}", v, "a share in (0, 1]")

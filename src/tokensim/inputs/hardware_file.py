@@ -44,6 +44,14 @@ class MemoryTable(InputModel):
     bandwidth_bytes_per_s: BytesPerS
     holds_weights: bool = Field(True, description="true or false (false: a cache too small to plan weights around)")
     source: Text = ""
+    visible_capacity_bytes: Bytes | None = None      # as the driver reports it (nvidia-smi), where it differs
+    visible_source: Text = ""
+
+    @model_validator(mode="after")
+    def _visible_has_source(self) -> MemoryTable:
+        if self.visible_capacity_bytes is not None and not self.visible_source.strip():
+            raise field_error("visible_source", self.visible_source, "a source (URL) for visible_capacity_bytes")
+        return self
 
 
 class ComputeTable(InputModel):
@@ -148,7 +156,8 @@ class HardwareFile(InputModel):
         return HardwareSpec(
             name=self.name, display_name=self.display_name or self.name, vendor=self.vendor, kind=self.kind,
             family=self.family or self.kind,
-            memory=tuple(MemoryTier(m.tier, m.capacity_bytes, m.bandwidth_bytes_per_s, m.holds_weights, m.source)
+            memory=tuple(MemoryTier(m.tier, m.capacity_bytes, m.bandwidth_bytes_per_s, m.holds_weights, m.source,
+                                    m.visible_capacity_bytes, m.visible_source)
                          for m in self.memory),
             flops_per_s=self.compute.rates(),
             links=tuple(Link(k.name, k.bandwidth_bytes_per_s, k.latency_s, k.domain_chips, k.source,

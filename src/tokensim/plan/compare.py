@@ -37,7 +37,8 @@ class Factor:
 def _hardware_steps(a: HardwareSpec, b: HardwareSpec) -> list[tuple[str, HardwareSpec, str]]:
     tier_b = b.weight_tier
     bw = replace(a, memory=tuple(replace(t, bandwidth_bytes_per_s=tier_b.bandwidth_bytes_per_s,
-                                         capacity_bytes=tier_b.capacity_bytes)
+                                         capacity_bytes=tier_b.capacity_bytes,
+                                         visible_capacity_bytes=tier_b.visible_capacity_bytes)
                                  if t is a.weight_tier else t for t in a.memory))
     compute = replace(bw, flops_per_s=b.flops_per_s)
     links = replace(compute, links=b.links, chips_per_system=b.chips_per_system)

@@ -20,6 +20,7 @@ from tokensim.perf.constants import ConstantsTable, for_hardware
 from tokensim.perf.context import make_context
 from tokensim.perf.memory import stage_memory
 from tokensim.perf.timer import CostModelTimer
+from tokensim.prediction.kv_pool import MIB, kv_pool_bytes, sglang_chunk_and_graph_batch
 from tokensim.sim import EngineSpec, SglangScheduler, SpeculativeDecoding, TrtllmScheduler, VllmScheduler
 from tokensim.specs.hardware.catalog import find_name as find_hardware
 from tokensim.specs.hardware.catalog import load_hardware
@@ -30,9 +31,13 @@ GIB = 2**30
 REFERENCE_CONTEXT_TOKENS = 4096      # KV per token is read at this context (sliding windows cap what they hold)
 
 
-def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, dep: Deployment, constants: ConstantsTable | None = None) -> int:
-    """Tokens of KV one replica holds beside its weights: (usable capacity - weights) / KV bytes per token, in the
-    fullest stage, times the attention-DP ranks (each holds its own sequences)."""
+def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, dep: Deployment, constants: ConstantsTable | None = None,
+                       *, engine_version: str | None = None, cuda_graph_batch: int | None = None) -> int:
+    """Tokens of KV one replica holds beside its weights: the pool the engine sizes (prediction.kv_pool: vLLM,
+    SGLang and TensorRT-LLM by their own rules on the memory the driver reports, other engines the usable share of
+    the datasheet capacity) over KV bytes per token, in the fullest stage, times the attention-DP ranks (each holds
+    its own sequences). `engine_version` picks SGLang's reserve rule; `cuda_graph_batch` is the largest CUDA-graph
+    batch the engine captures, where the launch states it (SGLang reserves memory for it)."""
     ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine, constants))
     capacity = ctx.k.usable_memory_fraction * hw.capacity_bytes
     tokens = math.inf
@@ -40,16 +45,23 @@ def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, dep: Deployment, cons
         if weights >= capacity:
             raise TokensimError(f"{model.name} does not fit {dep.chips} x {hw.name} as laid out (tp {dep.tp}, pp {dep.pp}): "
                                 f"{weights / 1e9:.1f} GB of weights per chip against {capacity / 1e9:.1f} GB usable")
+        pool = kv_pool_bytes(dep.engine, hw, weights, usable_fraction=ctx.k.usable_memory_fraction,
+                             version=engine_version, gpus=dep.tp * dep.attn_dp * dep.pp, attn_dp=dep.attn_dp,
+                             draft=dep.spec is not None, cuda_graph_batch=cuda_graph_batch)
+        if pool <= 0:
+            raise TokensimError(f"{model.name} on {dep.chips} x {hw.name} (tp {dep.tp}, pp {dep.pp}): {dep.engine} "
+                                f"leaves no memory for the KV cache beside {weights / 1e9:.1f} GB of weights per chip "
+                                f"(its memory rule: tokensim.prediction.kv_pool)")
         if kv > 0:
-            tokens = min(tokens, (capacity - weights) / (kv / REFERENCE_CONTEXT_TOKENS))
+            tokens = min(tokens, pool / (kv / REFERENCE_CONTEXT_TOKENS))
     return int(min(tokens, 1e9) * dep.attn_dp)
 
 
 def default_scheduler(engine: str, hw: HardwareSpec, **overrides):
     """The engine's scheduler with its documented defaults for this GPU's memory (sources in tokensim.sim.schedulers)."""
-    memory_gib = hw.capacity_bytes / GIB
+    memory_gib = hw.visible_capacity_bytes / GIB
     if engine == "sglang":
-        chunk = 2048 if hw.capacity_bytes < 35e9 else 8192 if hw.capacity_bytes < 160e9 else 16384
+        chunk, _ = sglang_chunk_and_graph_batch(hw.visible_capacity_bytes / MIB, 1)
         return SglangScheduler(**{"chunked_prefill_size": chunk, **overrides})
     if engine == "trtllm":
         return TrtllmScheduler(**overrides)
@@ -66,12 +78,14 @@ def default_scheduler(engine: str, hw: HardwareSpec, **overrides):
 
 
 def engine_for(model: ModelSpec, hw: HardwareSpec, dep: Deployment, *, constants: ConstantsTable | None = None,
-               kv_cache_tokens: int | None = None, scheduler=None, max_model_len: int | None = None) -> EngineSpec:
-    """One replica of `dep` as a simulated engine."""
+               kv_cache_tokens: int | None = None, scheduler=None, max_model_len: int | None = None,
+               engine_version: str | None = None, cuda_graph_batch: int | None = None) -> EngineSpec:
+    """One replica of `dep` as a simulated engine (`engine_version`, `cuda_graph_batch`: kv_capacity_tokens)."""
     spec = None
     if dep.spec is not None:
         spec = SpeculativeDecoding(dep.spec.rates())
-    tokens = kv_cache_tokens if kv_cache_tokens is not None else kv_capacity_tokens(model, hw, dep, constants)
+    tokens = kv_cache_tokens if kv_cache_tokens is not None else kv_capacity_tokens(
+        model, hw, dep, constants, engine_version=engine_version, cuda_graph_batch=cuda_graph_batch)
     return EngineSpec(scheduler=scheduler or default_scheduler(dep.engine, hw),
                       timer=CostModelTimer(model, hw, replace(dep, spec=None), constants), kv_cache_tokens=int(tokens),
                       max_model_len=max_model_len or model.max_context_tokens, speculative=spec,

@@ -115,18 +115,41 @@ class LoadResult:
         return self.tpot_s / self.case.run.tpot_s - 1
 
 
+def per_rank_batch(case: ServingCase) -> int:
+    """Requests one attention rank of the run's worker runs at most: the stated batch size, else its share of the
+    clients."""
+    run, d = case.run, case.deployment
+    pool = run.agg if run.agg is not None else run.decode
+    return max(1, case.batch_cap or (pool.batch_size if pool is not None and pool.batch_size
+                                     else int(round(case.concurrency / d.attn_dp))))
+
+
 def benchmark_scheduler(case: ServingCase):
     """The scheduler settings aiconfigurator's generator writes for the engine of a run (its rule files
     src/aiconfigurator/generator/rule_plugin/benchmark/{vllm,sglang,trtllm}.rule at commit 095f58a51c4c): the
     running batch capped at the configured batch size, and a token budget of batch + isl + 1,500. Both are per
     attention data-parallel rank (each rank runs its own scheduler: SGLang's and TensorRT-LLM's attention DP, vLLM's
     data-parallel engine cores); the simulated engine holds every rank, so its caps are the ranks' sums."""
-    run, d = case.run, case.deployment
-    pool = run.agg if run.agg is not None else run.decode
-    ranks = d.attn_dp
-    per_rank = max(1, case.batch_cap or (pool.batch_size if pool is not None and pool.batch_size
-                                         else int(round(case.concurrency / ranks))))
-    return pool_scheduler(d.engine, ranks, per_rank, run.isl)
+    return pool_scheduler(case.deployment.engine, case.deployment.attn_dp, per_rank_batch(case), case.run.isl)
+
+
+def engine_release(run) -> str | None:
+    """The engine's own version where the row states it; None where backend_version is the tag of the Dynamo runtime
+    image the engine ran in (the engine's version inside it is not stated)."""
+    version, image = run.engine_version, run.image or ""
+    if version and "ai-dynamo" in image and image.endswith(f":{version}"):
+        return None
+    return version
+
+
+def worker_engine(case: ServingCase, model, hw, constants: ConstantsTable | None = None):
+    """The simulated engine of one worker of the run: the generator's scheduler settings, and the KV pool the engine
+    sizes at the run's version, SGLang capturing CUDA graphs up to the per-rank batch (the generator's rule lists
+    cuda_graph_bs 1 .. max batch size), and no further than the clients each rank serves (a batch size stated for
+    the whole worker, 5,632 over 72 ranks, would otherwise reserve more than the GPU holds)."""
+    graph = min(per_rank_batch(case), max(1, math.ceil(case.concurrency / case.deployment.attn_dp)))
+    return engine_for(model, hw, case.deployment, constants=constants, scheduler=benchmark_scheduler(case),
+                      engine_version=engine_release(case.run), cuda_graph_batch=graph)
 
 
 def pool_scheduler(engine: str, ranks: int, per_rank: int, isl: int, budget: int | None = None):
@@ -168,10 +191,11 @@ def disaggregated(case: ServingCase, constants: ConstantsTable | None = None):
     try:
         pre = pool_deployment(run, run.prefill, model, case.deployment.kv)
         pre_scheduler = pool_scheduler(pre.engine, pre.attn_dp, max(1, budget // run.isl), run.isl, budget)
-        prefill = engine_for(model, hw, pre, constants=constants, scheduler=pre_scheduler)
+        prefill = engine_for(model, hw, pre, constants=constants, scheduler=pre_scheduler,
+                             engine_version=engine_release(run), cuda_graph_batch=max(1, budget // run.isl))
     except TokensimError:
         return None             # the memory model cannot hold the prefill worker: the decode worker alone stands in
-    decode = engine_for(model, hw, case.deployment, constants=constants, scheduler=benchmark_scheduler(case))
+    decode = worker_engine(case, model, hw, constants)
     chips = pre.chips * run.prefill.workers + case.deployment.chips * run.decode.workers
     up = hw.link("scale_up")
     link = up if up is not None and chips <= up.domain_chips else (hw.link("scale_out") or up)
@@ -208,7 +232,7 @@ def simulate_case(case: ServingCase, constants: ConstantsTable | None = None, ro
     rounds = max(2, min(rounds, MEASURED_ROUNDS))       # at least the burst and one round after it
     n = rounds * clients
     if spec is None:
-        spec = engine_for(model, hw, case.deployment, constants=constants, scheduler=benchmark_scheduler(case))
+        spec = worker_engine(case, model, hw, constants)
     work = Workload(np.zeros(n), np.full(n, run.isl, dtype=np.int64), np.full(n, run.osl, dtype=np.int64))
     result = simulate(ClosedLoop(clients, work, start_spread_s=spread_s, think_s=think_s), spec, seed=0)
     req = result.requests

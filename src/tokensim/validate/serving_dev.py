@@ -181,7 +181,8 @@ def simulate_row(row: ServingRow, constants: ConstantsTable | None = None,
 def _simulate(row: ServingRow, dep: Deployment, replicas: int, constants: ConstantsTable | None,
               notes: list[str]) -> dict:
     model, hw = catalog_model(row.model), catalog()[row.hardware]
-    spec = engine_for(model, hw, dep, constants=constants, scheduler=default_scheduler(dep.engine, hw))
+    spec = engine_for(model, hw, dep, constants=constants, scheduler=default_scheduler(dep.engine, hw),
+                      engine_version=row.engine_version)
     notes.append(f"scheduler: {dep.engine}'s documented defaults ({spec.scheduler})")
     notes.append(f"lengths: every request {dep.input_tokens} in / {dep.output_tokens} out (the stated means; the "
                  f"source gives no distribution)")

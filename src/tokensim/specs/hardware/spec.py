@@ -22,10 +22,18 @@ class MemoryTier:
     bandwidth_bytes_per_s: float    # per chip
     holds_weights: bool = True      # False for caches too small to plan around (a GPU's L2)
     source: str = ""
+    # what the driver reports (nvidia-smi, cudaMemGetInfo) where it differs from the datasheet's round figure (an
+    # "80 GB" H100 shows 81,559 MiB = 85.5e9 bytes); serving engines size their KV pools from it
+    visible_capacity_bytes: float | None = None
+    visible_source: str = ""
 
     def __post_init__(self) -> None:
         require(self.tier in ("sram", "hbm", "dram"), "memory.tier", self.tier, '"sram", "hbm" or "dram"')
         require(self.capacity_bytes > 0, f"memory.{self.tier}.capacity_bytes", self.capacity_bytes, "a positive number")
+        if self.visible_capacity_bytes is not None:
+            require(0.5 * self.capacity_bytes <= self.visible_capacity_bytes <= 1.5 * self.capacity_bytes,
+                    f"memory.{self.tier}.visible_capacity_bytes", self.visible_capacity_bytes,
+                    "within a factor 1.5 of capacity_bytes (the same memory, counted by the driver)")
         require(self.bandwidth_bytes_per_s > 0, f"memory.{self.tier}.bandwidth_bytes_per_s", self.bandwidth_bytes_per_s,
                 "a positive number")
 
@@ -95,3 +103,9 @@ class HardwareSpec:
     @property
     def capacity_bytes(self) -> float:
         return self.weight_tier.capacity_bytes
+
+    @property
+    def visible_capacity_bytes(self) -> float:
+        """The weight tier as the driver reports it, else its datasheet capacity."""
+        tier = self.weight_tier
+        return tier.visible_capacity_bytes if tier.visible_capacity_bytes is not None else tier.capacity_bytes

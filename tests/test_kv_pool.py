@@ -42,8 +42,13 @@ def test_vllm_takes_its_utilisation_of_visible_memory_less_the_weights(h100):
 def test_trtllm_takes_its_fraction_of_what_the_weights_leave_free(h100):
     # 0.9 x (85.52e9 - 60e9) = 22.97e9; aiconfigurator's template fraction 0.80 gives 20.42e9
     assert kv_pool_bytes("trtllm", h100, W, usable_fraction=0.5) == pytest.approx(0.9 * (H100_MIB * MIB - W))
-    assert kv_pool_bytes("trtllm", h100, W, usable_fraction=0.5, trtllm_free_fraction=0.8) == pytest.approx(
-        20.42e9, rel=1e-3)
+    assert kv_pool_bytes("trtllm", h100, W, usable_fraction=0.5, fraction=0.8) == pytest.approx(20.42e9, rel=1e-3)
+
+
+def test_a_stated_fraction_replaces_the_engine_default(h100):
+    # vLLM --gpu-memory-utilization 0.8: 0.8 x 85.52e9 - 60e9 = 8.42e9; SGLang --mem-fraction-static 0.8 likewise
+    for engine in ("vllm", "sglang"):
+        assert kv_pool_bytes(engine, h100, W, usable_fraction=0.5, fraction=0.8) == pytest.approx(8.42e9, rel=1e-3)
 
 
 def test_sglang_reserve_since_0_5_3_on_an_h100():

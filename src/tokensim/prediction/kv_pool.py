@@ -7,11 +7,14 @@ Engines size the pool from the memory the driver reports (an "80 GB" H100 shows 
   (vllm/v1/worker/gpu_worker.py, determine_available_memory: requested memory - non-KV memory). The activation peak
   of the profiling run and the CUDA graphs (~1-2 GB) are not counted here.
 - TensorRT-LLM: `KvCacheConfig.free_gpu_memory_fraction` (default 0.9, tensorrt_llm/llmapi/llm_args.py) of what is
-  free once the weights are loaded. aiconfigurator's generator template extra_engine_args.1.0.0rc3.yaml.j2 writes
-  0.80 instead; pass `trtllm_free_fraction` to use it.
+  free once the weights are loaded. aiconfigurator's generator templates (backend_templates/trtllm/
+  extra_engine_args.*.yaml.j2, every release) write 0.80 instead.
 - SGLang: `mem_fraction_static` of the visible memory, less the weights (python/sglang/srt/model_executor/
   model_runner.py: rest = available - total * (1 - mem_fraction_static)), with the fraction derived from a reserve
   that grew with releases (python/sglang/srt/server_args.py, `_handle_gpu_memory_settings`); `sglang_reserved_mib`.
+
+A launch that states its fraction (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static, TensorRT-LLM
+free_gpu_memory_fraction) passes it as `fraction`; it replaces the engine's default (for SGLang, the reserve rule).
 - Any other engine (llama.cpp, the wafer and LPU stacks, an unnamed one): the profile's usable_memory_fraction of the
   datasheet capacity, less the weights, as the memory model plans it.
 """
@@ -25,6 +28,9 @@ MIB = 2**20
 GIB = 2**30
 VLLM_GPU_MEMORY_UTILIZATION = 0.9        # vllm/config/cache.py, CacheConfig.gpu_memory_utilization
 TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9    # tensorrt_llm/llmapi/llm_args.py, KvCacheConfig.free_gpu_memory_fraction
+# aiconfigurator's generator, backend_templates/trtllm/extra_engine_args.*.yaml.j2 (commit 095f58a51c4c):
+# "free_gpu_memory_fraction: {{ kv_cache_config.free_gpu_memory_fraction | default(0.80) }}"
+GENERATOR_TRTLLM_FREE_FRACTION = 0.80
 # SGLang switched to the reserve-by-buffers rule in PR #10975 (merged 2025-09-27), first released in v0.5.3
 SGLANG_NEW_RESERVE_FROM = (0, 5, 3)
 
@@ -89,14 +95,15 @@ def sglang_reserved_mib(gpu_mib: float, version: str | None, *, gpus: int, attn_
 
 def kv_pool_bytes(engine: str, hw: HardwareSpec, weights_bytes: float, *, usable_fraction: float,
                   version: str | None = None, gpus: int = 1, attn_dp: int = 1, draft: bool = False,
-                  cuda_graph_batch: int | None = None, trtllm_free_fraction: float = TRTLLM_FREE_GPU_MEMORY_FRACTION
-                  ) -> float:
+                  cuda_graph_batch: int | None = None, fraction: float | None = None) -> float:
     """Bytes of KV cache one GPU holds beside `weights_bytes` of weights, by `engine`'s rule (module docstring);
-    negative when the rule leaves no room."""
+    negative when the rule leaves no room. `fraction`: the engine's memory fraction as launched, where stated."""
     if engine == "vllm":
-        return VLLM_GPU_MEMORY_UTILIZATION * hw.visible_capacity_bytes - weights_bytes
+        return (fraction or VLLM_GPU_MEMORY_UTILIZATION) * hw.visible_capacity_bytes - weights_bytes
     if engine == "trtllm":
-        return trtllm_free_fraction * (hw.visible_capacity_bytes - weights_bytes)
+        return (fraction or TRTLLM_FREE_GPU_MEMORY_FRACTION) * (hw.visible_capacity_bytes - weights_bytes)
+    if engine == "sglang" and fraction:
+        return fraction * hw.visible_capacity_bytes - weights_bytes
     if engine == "sglang":
         gpu_mib = hw.visible_capacity_bytes / MIB
         reserved = sglang_reserved_mib(gpu_mib, version, gpus=gpus, attn_dp=attn_dp, draft=draft,

@@ -32,12 +32,15 @@ REFERENCE_CONTEXT_TOKENS = 4096      # KV per token is read at this context (sli
 
 
 def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, dep: Deployment, constants: ConstantsTable | None = None,
-                       *, engine_version: str | None = None, cuda_graph_batch: int | None = None) -> int:
+                       *, engine_version: str | None = None, cuda_graph_batch: int | None = None,
+                       memory_fraction: float | None = None) -> int:
     """Tokens of KV one replica holds beside its weights: the pool the engine sizes (prediction.kv_pool: vLLM,
     SGLang and TensorRT-LLM by their own rules on the memory the driver reports, other engines the usable share of
     the datasheet capacity) over KV bytes per token, in the fullest stage, times the attention-DP ranks (each holds
     its own sequences). `engine_version` picks SGLang's reserve rule; `cuda_graph_batch` is the largest CUDA-graph
-    batch the engine captures, where the launch states it (SGLang reserves memory for it)."""
+    batch the engine captures, where the launch states it (SGLang reserves memory for it); `memory_fraction` the
+    engine's memory fraction as launched (--gpu-memory-utilization, --mem-fraction-static, free_gpu_memory_fraction),
+    where stated."""
     ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine, constants))
     capacity = ctx.k.usable_memory_fraction * hw.capacity_bytes
     tokens = math.inf
@@ -47,7 +50,7 @@ def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, dep: Deployment, cons
                                 f"{weights / 1e9:.1f} GB of weights per chip against {capacity / 1e9:.1f} GB usable")
         pool = kv_pool_bytes(dep.engine, hw, weights, usable_fraction=ctx.k.usable_memory_fraction,
                              version=engine_version, gpus=dep.tp * dep.attn_dp * dep.pp, attn_dp=dep.attn_dp,
-                             draft=dep.spec is not None, cuda_graph_batch=cuda_graph_batch)
+                             draft=dep.spec is not None, cuda_graph_batch=cuda_graph_batch, fraction=memory_fraction)
         if pool <= 0:
             raise TokensimError(f"{model.name} on {dep.chips} x {hw.name} (tp {dep.tp}, pp {dep.pp}): {dep.engine} "
                                 f"leaves no memory for the KV cache beside {weights / 1e9:.1f} GB of weights per chip "
@@ -79,13 +82,16 @@ def default_scheduler(engine: str, hw: HardwareSpec, **overrides):
 
 def engine_for(model: ModelSpec, hw: HardwareSpec, dep: Deployment, *, constants: ConstantsTable | None = None,
                kv_cache_tokens: int | None = None, scheduler=None, max_model_len: int | None = None,
-               engine_version: str | None = None, cuda_graph_batch: int | None = None) -> EngineSpec:
-    """One replica of `dep` as a simulated engine (`engine_version`, `cuda_graph_batch`: kv_capacity_tokens)."""
+               engine_version: str | None = None, cuda_graph_batch: int | None = None,
+               memory_fraction: float | None = None) -> EngineSpec:
+    """One replica of `dep` as a simulated engine (`engine_version`, `cuda_graph_batch`, `memory_fraction`:
+    kv_capacity_tokens)."""
     spec = None
     if dep.spec is not None:
         spec = SpeculativeDecoding(dep.spec.rates())
     tokens = kv_cache_tokens if kv_cache_tokens is not None else kv_capacity_tokens(
-        model, hw, dep, constants, engine_version=engine_version, cuda_graph_batch=cuda_graph_batch)
+        model, hw, dep, constants, engine_version=engine_version, cuda_graph_batch=cuda_graph_batch,
+        memory_fraction=memory_fraction)
     return EngineSpec(scheduler=scheduler or default_scheduler(dep.engine, hw),
                       timer=CostModelTimer(model, hw, replace(dep, spec=None), constants), kv_cache_tokens=int(tokens),
                       max_model_len=max_model_len or model.max_context_tokens, speculative=spec,

@@ -19,6 +19,7 @@ import numpy as np
 
 from tokensim.errors import TokensimError
 from tokensim.perf.constants import ConstantsTable, for_hardware
+from tokensim.prediction.kv_pool import GENERATOR_TRTLLM_FREE_FRACTION
 from tokensim.prediction.serving import engine_for, read_trace_folder, trace_engine
 from tokensim.sim import ClosedLoop, Workload, load_trace, load_trace_measurements, simulate
 from tokensim.specs.hardware.catalog import catalog
@@ -146,10 +147,18 @@ def worker_engine(case: ServingCase, model, hw, constants: ConstantsTable | None
     """The simulated engine of one worker of the run: the generator's scheduler settings, and the KV pool the engine
     sizes at the run's version, SGLang capturing CUDA graphs up to the per-rank batch (the generator's rule lists
     cuda_graph_bs 1 .. max batch size), and no further than the clients each rank serves (a batch size stated for
-    the whole worker, 5,632 over 72 ranks, would otherwise reserve more than the GPU holds)."""
+    the whole worker, 5,632 over 72 ranks, would otherwise reserve more than the GPU holds); TensorRT-LLM keeps the
+    generator templates' free_gpu_memory_fraction of 0.80 (vLLM's and SGLang's templates leave theirs at the
+    engine's default)."""
     graph = min(per_rank_batch(case), max(1, math.ceil(case.concurrency / case.deployment.attn_dp)))
     return engine_for(model, hw, case.deployment, constants=constants, scheduler=benchmark_scheduler(case),
-                      engine_version=engine_release(case.run), cuda_graph_batch=graph)
+                      engine_version=engine_release(case.run), cuda_graph_batch=graph,
+                      memory_fraction=generator_memory_fraction(case.deployment.engine))
+
+
+def generator_memory_fraction(engine: str) -> float | None:
+    """The memory fraction aiconfigurator's generator launches `engine` with; None: the engine's own default."""
+    return GENERATOR_TRTLLM_FREE_FRACTION if engine == "trtllm" else None
 
 
 def pool_scheduler(engine: str, ranks: int, per_rank: int, isl: int, budget: int | None = None):
@@ -192,7 +201,8 @@ def disaggregated(case: ServingCase, constants: ConstantsTable | None = None):
         pre = pool_deployment(run, run.prefill, model, case.deployment.kv)
         pre_scheduler = pool_scheduler(pre.engine, pre.attn_dp, max(1, budget // run.isl), run.isl, budget)
         prefill = engine_for(model, hw, pre, constants=constants, scheduler=pre_scheduler,
-                             engine_version=engine_release(run), cuda_graph_batch=max(1, budget // run.isl))
+                             engine_version=engine_release(run), cuda_graph_batch=max(1, budget // run.isl),
+                             memory_fraction=generator_memory_fraction(pre.engine))
     except TokensimError:
         return None             # the memory model cannot hold the prefill worker: the decode worker alone stands in
     decode = worker_engine(case, model, hw, constants)

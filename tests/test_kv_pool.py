@@ -148,3 +148,22 @@ def test_a_visible_capacity_far_from_the_datasheet_is_refused():
     raw["memory"][0]["visible_capacity_bytes"] = 8e11          # ten times the 80 GB stated
     with pytest.raises(TokensimError, match="visible_capacity_bytes"):
         hardware_from_dict(raw, origin="h100-edited.toml")
+
+
+def test_silicon_runs_launch_each_engine_as_the_generator_writes_it():
+    # TensorRT-LLM at the templates' free_gpu_memory_fraction 0.80; SGLang at its release's reserve with CUDA graphs
+    # to the per-rank batch; a Dynamo image tag (tensorrtllm-runtime:0.8.1.post1) is not the engine's release
+    from tokensim.specs.hardware.catalog import catalog
+    from tokensim.specs.model.catalog import catalog_model
+    from tokensim.validate.load import engine_release, shipped_silicon_cases, worker_engine
+
+    cases = shipped_silicon_cases()
+    trt = next(c for c in cases if c.deployment.engine == "trtllm" and c.run.system == "h100-sxm")
+    model, hw = catalog_model(trt.run.model), catalog()[trt.run.system]
+    expected = kv_capacity_tokens(model, hw, trt.deployment, memory_fraction=0.80)
+    assert worker_engine(trt, model, hw).kv_cache_tokens == expected
+    assert expected < kv_capacity_tokens(model, hw, trt.deployment)          # 0.80 < the engine's own 0.9
+    tagged = [c for c in cases if c.run.engine_version == "0.8.1.post1" and "ai-dynamo" in (c.run.image or "")]
+    assert tagged and all(engine_release(c.run) is None for c in tagged)
+    old = next(c for c in cases if c.run.engine_version == "0.5.1.post1")
+    assert engine_release(old.run) == "0.5.1.post1"

@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from tokensim.output import plots
-from tokensim.specs.hardware.catalog import load_hardware
-from tokensim.specs.model.catalog import load_model
-from tokensim.plan.compare import parse_setup, waterfall
-from tokensim.plan.search import PlanRequest, plan
 from tokensim.output.plot_data import speed_vs_batch_points, ttft_vs_depth_points
 from tokensim.output.report import write_report
+from tokensim.plan.compare import parse_setup, waterfall
+from tokensim.plan.search import PlanRequest, plan
 from tokensim.scenarios.scenario import find_scenario, load_scenario, run_scenario
+from tokensim.specs.hardware.catalog import load_hardware
+from tokensim.specs.model.catalog import load_model
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 CHIPS = ["a100-sxm", "h100-sxm", "h200", "b200", "mi300x", "mi355x", "groq-lpu", "cs-3"]

@@ -4,11 +4,12 @@ Run: python scripts/validation_report.py
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
-from tokensim.perf.constants import fitted_table
 from tokensim.output.plots import predicted_vs_measured
+from tokensim.perf.constants import fitted_table
 from tokensim.validate.run import validate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,7 +21,7 @@ def _pct(d: dict | None, key: str = "median_abs_error") -> str:
     return "-" if not d or d.get(key) is None else f"{d[key]:.1%}"
 
 
-def section(sample: int = 120) -> str:
+def section(sample: int = 0) -> str:
     from tokensim.cli_serving import validate_serving
     from tokensim.output.progress import progress_bar
 
@@ -35,14 +36,15 @@ def section(sample: int = 120) -> str:
              "| group | rows | median abs. error | 90th pct abs. error |", "|---|---|---|---|",
              f"| all, in sample | {s.modelled} | {s.median_abs_error:.1%} | {s.p90_abs_error:.1%} |"]
     if "loso_median_abs_error" in fit:
-        lines.append(f"| all, out of sample | {fit['loso_rows']} | {fit['loso_median_abs_error']:.1%} | {fit['loso_p90_abs_error']:.1%} |")
+        lines.append(f"| all, out of sample | {fit['loso_rows']} | {fit['loso_median_abs_error']:.1%} | "
+                     f"{fit['loso_p90_abs_error']:.1%} |")
     for g in fit.get("loso_by_family_metric", []):
         lines.append(f"| out of sample: {g['group']} | {g['rows']} | {g['median_abs_error']:.1%} | {g['p90_abs_error']:.1%} |")
     lines += ["", f"Median signed error {s.median_signed_error:+.1%} (positive: too fast). Calibrated ranges: "
               f"{s.coverage_80:.1%} of the modelled rows fall inside the 80 % range built without their own source group "
               "(`coverage_80`). Skipped rows and the reason for each: `tokensim validate`.", "",
               "![predicted against measured](docs/validation.png)", ""]
-    load = validate_serving(sample, progress_bar, enabled=False)
+    load = validate_serving(sample, progress_bar, enabled=False, workers=os.cpu_count())
     srv = fit.get("serving", {})
 
     def row(label: str, block: dict | None, key: str = "leave_one_pair_out_median_abs_error") -> str:
@@ -67,7 +69,8 @@ def section(sample: int = 120) -> str:
               row("TTFT, simulated", srv.get("simulated_ttft")),
               row("TPOT, simulated", srv.get("simulated_tpot")),
               row("TPOT, steady-state estimate", srv.get("tpot")),
-              (f"| TTFT at light load (<= 4 clients per replica), the fit's estimate (its wait and prefill step, times the simulator's count of them) | {srv.get('light_rows', '-')} | "
+              ("| TTFT at light load (<= 4 clients per attention rank), the fit's estimate (its wait and prefill step, times the "
+               f"simulator's count of them) | {srv.get('light_rows', '-')} | "
                + (f"{light['leave_one_pair_out_median_abs_error']:.1%} | {light['leave_one_pair_out_p90_abs_error']:.1%} |"
                   if "leave_one_pair_out_median_abs_error" in light else "- | - |")),
               "", "By (system, engine) pair, left out (median abs. error of simulated TTFT / simulated TPOT):", "",
@@ -85,11 +88,19 @@ def section(sample: int = 120) -> str:
               f"over {rep['ttft']['rows']} pairs (|a / b - 1|, larger over smaller): no prediction can match both runs."]
     sim = load["silicon_simulated"]
     signed = sim["ttft_median_signed_error"]
-    lines += ["", f"`tokensim validate --serving` simulates a sample of {sim['sample']} of these runs on each call, each "
-              f"with the constants fitted without its pair (median TTFT {_pct(sim['ttft'])}, signed "
+    lines += ["", f"Where the error lies: `tokensim validate --serving --sample 0` simulates all {sim['simulated']} runs, "
+              f"each with the constants fitted without its pair (median TTFT {_pct(sim['ttft'])}, signed "
               + (f"{signed:+.0%}" if signed is not None else "-")
-              + f", negative: too early; TPOT {_pct(sim['tpot'])} on this sample); `tokensim fit` simulates all of them.",
-              "", "| trace | TTFT mean | TTFT p50 | TTFT p99 | TPOT mean | TPOT p50 | TPOT p99 |", "|---|---|---|---|---|---|---|"]
+              + f", negative: too early; TPOT {_pct(sim['tpot'])}; without `--sample` it simulates 120), and groups them "
+              "by the clients on each attention rank and by model (median abs. error, signed median in brackets):"]
+    for key, label in (("by_load", "clients per attention rank"), ("by_model", "model")):
+        lines += ["", f"| {label} | runs | TTFT | TPOT |", "|---|---|---|---|"]
+        for name, g in sim.get(key, {}).items():
+            cells = [f"{_pct(g[m])} ({g[m]['median_signed_error']:+.0%})" if g[m]["runs"] else "-"
+                     for m in ("ttft", "tpot")]
+            lines.append(f"| {name} | {g['ttft']['runs']} | " + " | ".join(cells) + " |")
+    lines += ["", "| trace | TTFT mean | TTFT p50 | TTFT p99 | TPOT mean | TPOT p50 | TPOT p99 |",
+              "|---|---|---|---|---|---|---|"]
     for x in load["traces"]:
         cells = []
         for m in ("ttft_s", "tpot_s"):

@@ -413,6 +413,8 @@ def validate(
     silicon: str | None = typer.Option(None, "--silicon", help="with --serving: measured runs in aiconfigurator's "
                                        "silicon_sample layout to judge instead of the shipped silicon_dev.csv"),
     sample: int = typer.Option(120, "--sample", min=0, help="with --serving: runs to simulate (0: all of them, slow)"),
+    workers: int = typer.Option(1, "--workers", min=1, help="with --serving: processes simulating the runs (the same "
+                                "results with any count)"),
     plot: str | None = typer.Option(None, "--plot", help="write predicted against measured (PNG and SVG)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
@@ -437,7 +439,7 @@ def validate(
         from tokensim.cli_serving import validate_serving
         if silicon is not None:
             _readable(silicon, "--silicon")
-        load = validate_serving(sample, progress_bar, enabled=not json_out, silicon=silicon)
+        load = validate_serving(sample, progress_bar, enabled=not json_out, silicon=silicon, workers=workers)
     if json_out:
         doc = {"rows": [r.to_dict() for r in results], "summary": summary.to_dict()}
         if load is not None:

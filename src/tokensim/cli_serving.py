@@ -305,7 +305,16 @@ def probe_command(out, note, path: str | None, json_out: bool, torch_python: str
     out.print(result)
 
 
-def validate_serving(sample: int, progress_bar, enabled: bool = True, silicon: str | None = None) -> dict:
+def _simulate_pair(task) -> list:
+    """One (system, engine) pair's sampled runs simulated with that pair's held-out constants (a process-pool task)."""
+    from tokensim.validate.load import simulate_cases
+
+    cases, table = task
+    return simulate_cases(cases, table)
+
+
+def validate_serving(sample: int, progress_bar, enabled: bool = True, silicon: str | None = None,
+                     workers: int | None = 1) -> dict:
     """Measured serving runs (silicon_dev.csv, or `silicon`: a CSV in its layout): steady-state TPOT of every run and
     light-load TTFT, a sample through the simulator for TTFT and TPOT; and the shipped vLLM traces replayed request by
     request. On the shipped runs every figure is out of sample: each run is judged with the constants `tokensim fit`
@@ -313,8 +322,9 @@ def validate_serving(sample: int, progress_bar, enabled: bool = True, silicon: s
     import numpy as np
 
     from tokensim.perf.constants import default_table
-    from tokensim.validate.fit_report import pair_name, pair_tables, serving_cases
-    from tokensim.validate.load import error_stats, replay_trace, sample_cases, shipped_traces, simulate_cases
+    from tokensim.validate.breakdown import simulated_breakdown
+    from tokensim.validate.fit_report import pair_name, pair_tables, pool_map, serving_cases
+    from tokensim.validate.load import error_stats, replay_trace, sample_cases, shipped_traces
     from tokensim.validate.repeats import repeat_spread
     from tokensim.validate.serving import steady_tpot
     from tokensim.validate.serving_dev import summary as dev_summary
@@ -332,11 +342,11 @@ def validate_serving(sample: int, progress_bar, enabled: bool = True, silicon: s
     for e, c in zip(steady, cases, strict=True):
         by_pair.setdefault(pair_name(*c.pair), []).append(float(e))
     chosen = sample_cases(cases, sample)
-    with progress_bar("simulating serving runs", len(chosen), enabled=enabled) as tick:
-        simulated = []
-        for c in chosen:
-            simulated += simulate_cases([c], table_of[c.pair])
-            tick()
+    # one task per (system, engine) pair: its constants travel once; pairs run in parallel given `workers`
+    pairs = sorted({c.pair for c in chosen})
+    tasks = [([c for c in chosen if c.pair == p], table_of[p]) for p in pairs]
+    with progress_bar(f"simulating {len(chosen)} serving runs, pair by pair", len(tasks), enabled=enabled) as tick:
+        simulated = [r for batch in pool_map(_simulate_pair, tasks, tick, workers) for r in batch]
     traces = []
     for folder in shipped_traces():
         r = replay_trace(folder)
@@ -352,7 +362,8 @@ def validate_serving(sample: int, progress_bar, enabled: bool = True, silicon: s
                               "ttft": error_stats(r.ttft_error for r in simulated),
                               "tpot": error_stats(r.tpot_error for r in simulated),
                               "ttft_median_signed_error": (float(np.median([r.ttft_error for r in simulated]))
-                                                           if simulated else None)},
+                                                           if simulated else None),
+                              **simulated_breakdown(simulated)},
         "silicon_repeats": repeat_spread(cases),
         "traces": traces,
         "serving_dev": (dev_summary(validate_serving_dev()) if silicon is None else None),
@@ -366,6 +377,9 @@ def print_serving_validation(load: dict, out) -> None:
 
     def pct(d: dict, key: str = "median_abs_error") -> str:
         return "-" if d.get(key) is None else f"{d[key]:.1%}"
+
+    def signed(d: dict) -> str:
+        return "-" if d.get("median_signed_error") is None else f"{d['median_signed_error']:+.0%}"
 
     t = Table(title=f"serving runs under load ({load['source']}; {load['out_of_sample']})", title_justify="left")
     for col in ("what", "rows", "median abs. error", "p90"):
@@ -383,6 +397,17 @@ def print_serving_validation(load: dict, out) -> None:
             t.add_row(f"{metric.upper()}, one configuration measured twice: |a / b - 1| (the floor under any model)",
                       str(rep[metric]["rows"]), pct(rep[metric]), pct(rep[metric], "p90_abs_error"))
     out.print(t)
+    for key, label in (("by_load", "clients per attention rank"), ("by_model", "model")):
+        groups = sim.get(key) or {}
+        if not groups:
+            continue
+        tb = Table(title=f"simulated sample by {label}: median abs. error (signed: negative too early / too fast)",
+                   title_justify="left")
+        for col in (label, "runs", "TTFT", "TTFT signed", "TPOT", "TPOT signed"):
+            tb.add_column(col)
+        for name, g in groups.items():
+            tb.add_row(name, str(g["ttft"]["runs"]), pct(g["ttft"]), signed(g["ttft"]), pct(g["tpot"]), signed(g["tpot"]))
+        out.print(tb)
     tr = Table(title="vLLM traces replayed request by request: error against the recorded run (LLMServingSim's own in brackets)",
                title_justify="left")
     for col in ("trace", "TTFT mean", "p50", "p99", "TPOT mean", "p50", "p99"):

@@ -112,7 +112,7 @@ def _group_task(args) -> tuple:
     return group, [evaluate_row(c.row, held) for c in cases if group_of[c.row.id] == group]
 
 
-def _pool_map(fn, tasks, progress, workers: int | None):
+def pool_map(fn, tasks, progress, workers: int | None):
     """fn over tasks in a process pool of `workers` (default: the CPU count; 1: in this process), ticking progress as
     each finishes; results in task order."""
     workers = workers or os.cpu_count() or 1
@@ -139,7 +139,7 @@ def leave_pair_out(data: FitData, fitted: dict[Param, float], progress=None, wor
     out["ttft_light"] = np.full(len(data.ttft_light), np.nan)
     pairs = sorted({(c.run.system, c.run.engine) for c in data.tpot})
     changed: dict[str, dict[str, float]] = {}
-    for pair, values, errs, sim_ttft, sim_tpot in _pool_map(_pair_task, [(data, fitted, p) for p in pairs], progress,
+    for pair, values, errs, sim_ttft, sim_tpot in pool_map(_pair_task, [(data, fitted, p) for p in pairs], progress,
                                                             workers):
         pick = _InPair(pair)
         runs = [i for i, c in enumerate(data.tpot) if pick(c)]
@@ -181,7 +181,7 @@ def run_fit(path, out_path: Path, loso: bool = True, progress=None, silicon_path
     row_loso: dict[str, float] = {}
     if loso:
         groups = sorted(set(group_of.values()))
-        for _, held in _pool_map(_group_task, [(data, fitted, group_of, g, published) for g in groups], progress,
+        for _, held in pool_map(_group_task, [(data, fitted, group_of, g, published) for g in groups], progress,
                                  workers):
             for r in held:
                 if r.error is not None and r.predicted is not None:      # one is None exactly when the other is
@@ -288,4 +288,4 @@ def write_fitted(path: Path, fitted: dict[Param, float], report: dict) -> None:
     tmp.replace(path)
 
 
-__all__ = ["PARAMS", "pair_tables", "run_fit", "write_fitted"]
+__all__ = ["PARAMS", "pair_tables", "pool_map", "run_fit", "write_fitted"]

@@ -1,0 +1,57 @@
+"""Where the simulator's error on measured serving runs lies: the same errors grouped by the load on each scheduler
+(a run's clients per attention rank of one worker, the light-load rule's count) and by model, so that a median over
+thousands of runs says which regime or model it hides."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# clients per attention rank, upper bounds of each regime (the last is open): light load (a few requests in flight,
+# TTFT near a lone prefill), a partly filled batch, a full batch of the size most benchmarks end at, and beyond it
+LOAD_REGIMES = ((4, "1-4 clients"), (32, "5-32 clients"), (128, "33-128 clients"), (math.inf, "over 128 clients"))
+
+
+def load_regime(clients_per_rank: float) -> str:
+    """The regime name of a run with `clients_per_rank` concurrent clients on each attention rank."""
+    if not (clients_per_rank > 0 and math.isfinite(clients_per_rank)):
+        raise ValueError(f"clients_per_rank: {clients_per_rank!r}; expected a finite number > 0")
+    return next(name for top, name in LOAD_REGIMES if clients_per_rank <= top)
+
+
+def _stats(errors: list[float]) -> dict:
+    a = np.asarray(errors, dtype=float)
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return {"runs": 0, "median_abs_error": None, "p90_abs_error": None, "median_signed_error": None}
+    return {"runs": int(a.size), "median_abs_error": float(np.median(np.abs(a))),
+            "p90_abs_error": float(np.quantile(np.abs(a), 0.9)), "median_signed_error": float(np.median(a))}
+
+
+def group_errors(keys: list[str], ttft_errors, tpot_errors) -> dict[str, dict]:
+    """Per key: the runs, and the median and p90 of |error| and the median signed error (predicted / measured - 1;
+    negative: too early or too fast) of TTFT and of TPOT; keys in first-seen order."""
+    ttft, tpot = list(ttft_errors), list(tpot_errors)
+    if not len(keys) == len(ttft) == len(tpot):
+        raise ValueError(f"keys, ttft_errors, tpot_errors: lengths {len(keys)}, {len(ttft)}, {len(tpot)}; expected equal")
+    groups: dict[str, tuple[list[float], list[float]]] = {}
+    for k, a, b in zip(keys, ttft, tpot, strict=True):
+        g = groups.setdefault(k, ([], []))
+        g[0].append(a)
+        g[1].append(b)
+    return {k: {"ttft": _stats(a), "tpot": _stats(b)} for k, (a, b) in groups.items()}
+
+
+def simulated_breakdown(results) -> dict[str, dict]:
+    """Simulated serving runs (`LoadResult`s) grouped by load regime (in LOAD_REGIMES order) and by model (by name)."""
+    results = list(results)
+    ttft = [r.ttft_error for r in results]
+    tpot = [r.tpot_error for r in results]
+    by_load = group_errors([load_regime(r.case.concurrency / r.case.deployment.attn_dp) for r in results], ttft, tpot)
+    by_model = group_errors([r.case.run.model for r in results], ttft, tpot)
+    order = [name for _, name in LOAD_REGIMES]
+    return {"by_load": {k: by_load[k] for k in order if k in by_load},
+            "by_model": {k: by_model[k] for k in sorted(by_model)}}
+
+
+__all__ = ["LOAD_REGIMES", "group_errors", "load_regime", "simulated_breakdown"]

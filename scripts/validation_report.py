@@ -96,7 +96,7 @@ def section(sample: int = 0) -> str:
     for key, label in (("by_load", "clients per attention rank"), ("by_model", "model")):
         lines += ["", f"| {label} | runs | TTFT | TPOT |", "|---|---|---|---|"]
         for name, g in sim.get(key, {}).items():
-            cells = [f"{_pct(g[m])} ({g[m]['median_signed_error']:+.0%})" if g[m]["runs"] else "-"
+            cells = [f"{_pct(g[m])} ({g[m]['median_signed_error']:+.0%})" if g[m]["rows"] else "-"
                      for m in ("ttft", "tpot")]
             lines.append(f"| {name} | {g['ttft']['runs']} | " + " | ".join(cells) + " |")
     lines += ["", "| trace | TTFT mean | TTFT p50 | TTFT p99 | TPOT mean | TPOT p50 | TPOT p99 |",

@@ -29,12 +29,12 @@ def test_group_statistics_are_the_medians_and_p90_of_the_errors_of_each_group():
     out = group_errors(["a", "b", "a", "a", "b"], [0.1, -0.5, -0.3, 0.2, math.nan], [0.0, 0.05, -0.1, 0.1, math.nan])
     assert list(out) == ["a", "b"]
     a = out["a"]["ttft"]
-    assert a["runs"] == 3
+    assert a["rows"] == 3
     assert a["median_abs_error"] == pytest.approx(0.2)
     assert a["median_signed_error"] == pytest.approx(0.1)
     assert a["p90_abs_error"] == pytest.approx(0.28)
     assert out["a"]["tpot"]["median_abs_error"] == pytest.approx(0.1)
-    assert out["b"]["ttft"] == {"runs": 1, "median_abs_error": pytest.approx(0.5), "p90_abs_error": pytest.approx(0.5),
+    assert out["b"]["ttft"] == {"rows": 1, "median_abs_error": pytest.approx(0.5), "p90_abs_error": pytest.approx(0.5),
                                 "median_signed_error": pytest.approx(-0.5)}
 
 
@@ -55,11 +55,11 @@ def test_breakdown_counts_every_run_once_per_grouping_and_orders_regimes_by_load
                _result("m2", 64, 1, 0.0, 0.2)]
     out = simulated_breakdown(results)
     assert list(out["by_load"]) == ["1-4 clients", "5-32 clients", "33-128 clients", "over 128 clients"]
-    assert out["by_load"]["5-32 clients"]["ttft"]["runs"] == 1
+    assert out["by_load"]["5-32 clients"]["ttft"]["rows"] == 1
     assert out["by_load"]["5-32 clients"]["ttft"]["median_signed_error"] == pytest.approx(0.1)
     assert list(out["by_model"]) == ["m1", "m2"]
-    assert sum(g["ttft"]["runs"] for g in out["by_load"].values()) == len(results)
-    assert sum(g["tpot"]["runs"] for g in out["by_model"].values()) == len(results)
+    assert sum(g["ttft"]["rows"] for g in out["by_load"].values()) == len(results)
+    assert sum(g["tpot"]["rows"] for g in out["by_model"].values()) == len(results)
     assert [name for _, name in LOAD_REGIMES] == list(out["by_load"])
 
 

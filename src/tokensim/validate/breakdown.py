@@ -7,9 +7,14 @@ import math
 
 import numpy as np
 
-# clients per attention rank, upper bounds of each regime (the last is open): light load (a few requests in flight,
-# TTFT near a lone prefill), a partly filled batch, a full batch of the size most benchmarks end at, and beyond it
-LOAD_REGIMES = ((4, "1-4 clients"), (32, "5-32 clients"), (128, "33-128 clients"), (math.inf, "over 128 clients"))
+from tokensim.validate.load import error_stats
+from tokensim.validate.serving import LIGHT_LOAD_CLIENTS
+
+# clients per attention rank, upper bounds of each regime (the last is open): light load (the light-load TTFT rule's
+# bound: a few requests in flight, TTFT near a lone prefill), a partly filled batch, a full batch of the size most
+# benchmarks end at, and beyond it
+LOAD_REGIMES = ((LIGHT_LOAD_CLIENTS, f"1-{LIGHT_LOAD_CLIENTS} clients"), (32, f"{LIGHT_LOAD_CLIENTS + 1}-32 clients"),
+                (128, "33-128 clients"), (math.inf, "over 128 clients"))
 
 
 def load_regime(clients_per_rank: float) -> str:
@@ -20,16 +25,14 @@ def load_regime(clients_per_rank: float) -> str:
 
 
 def _stats(errors: list[float]) -> dict:
+    """`error_stats` (rows, median and p90 of |error|) and the median signed error, over the finite errors."""
     a = np.asarray(errors, dtype=float)
     a = a[np.isfinite(a)]
-    if a.size == 0:
-        return {"runs": 0, "median_abs_error": None, "p90_abs_error": None, "median_signed_error": None}
-    return {"runs": int(a.size), "median_abs_error": float(np.median(np.abs(a))),
-            "p90_abs_error": float(np.quantile(np.abs(a), 0.9)), "median_signed_error": float(np.median(a))}
+    return {**error_stats(a), "median_signed_error": float(np.median(a)) if a.size else None}
 
 
 def group_errors(keys: list[str], ttft_errors, tpot_errors) -> dict[str, dict]:
-    """Per key: the runs, and the median and p90 of |error| and the median signed error (predicted / measured - 1;
+    """Per key: the runs (`rows`), and the median and p90 of |error| and the median signed error (predicted / measured - 1;
     negative: too early or too fast) of TTFT and of TPOT; keys in first-seen order."""
     ttft, tpot = list(ttft_errors), list(tpot_errors)
     if not len(keys) == len(ttft) == len(tpot):

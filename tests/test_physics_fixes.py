@@ -101,3 +101,32 @@ def test_a_dsa_indexer_launches_its_kernels_before_the_sparse_core(model, kernel
     att = next(layer.mixer for layer in m.layers if getattr(layer.mixer, "kind", "") == "mla")
     core = next(o for o in attention_ops(ctx, att, Batch.decode(4, 2000)) if o.name == "attn.core")
     assert core.t_fixed_s == pytest.approx(kernels * k.kernel_gap_s, rel=1e-12)
+
+
+def test_a_pcie_link_carries_collectives_at_the_pcie_share_of_its_line_rate():
+    """Qwen3-32B at TP 2 on two RTX PRO 6000 (PCIe 5.0, 64 GB/s per direction, medium "pcie" in its file), a
+    prefill chunk of 2,048 tokens: ring traffic 2 x 1/2 x 2,048 x 5,120 x 2 B = 20,971,520 B per chip, time =
+    collective latency + 20,971,520 / (pcie share x 64e9). The same file with the medium unstated is priced at the
+    NVLink-class share: the two times differ by exactly the two shares' ratio beyond the latency."""
+    from dataclasses import replace
+
+    m, hw = tokensim.load_model("qwen3-32b"), tokensim.load_hardware("rtx-pro-6000")
+    assert hw.link("scale_up").medium == "pcie"
+    k = for_hardware(hw)
+    assert k.pcie_link_bandwidth_fraction < k.link_bandwidth_fraction     # PCIe collectives: a lower share
+    op = allreduce_op(make_context(m, hw, Deployment(tp=2), k), 2048.0)
+    assert op.comm_bytes == pytest.approx(20_971_520)
+    assert op.t_comm_s == pytest.approx(k.collective_latency_s + 20_971_520 / (k.pcie_link_bandwidth_fraction * 64e9),
+                                        rel=1e-12)
+    unstated = replace(hw, links=tuple(replace(link, medium="") for link in hw.links))
+    other = allreduce_op(make_context(m, unstated, Deployment(tp=2), k), 2048.0)
+    ratio = (op.t_comm_s - k.collective_latency_s) / (other.t_comm_s - k.collective_latency_s)
+    assert ratio == pytest.approx(k.link_bandwidth_fraction / k.pcie_link_bandwidth_fraction, rel=1e-12)
+
+
+def test_a_link_medium_outside_the_known_ones_is_refused_with_its_field():
+    from tokensim.errors import TokensimError
+    from tokensim.specs.hardware.spec import Link
+
+    with pytest.raises(TokensimError, match="links.scale_up.medium"):
+        Link("scale_up", 64e9, 5e-6, 8, medium="carrier pigeon")

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, PrivateAttr, model_validator
 
 from tokensim.inputs.base import Count, InputModel, Name, Number, Text, field_error
-from tokensim.specs.hardware.spec import HardwareSpec, Link, MemoryTier
+from tokensim.specs.hardware.spec import LINK_MEDIA, HardwareSpec, Link, MemoryTier
 from tokensim.specs.precision import COMPUTE_ORDER
 
 MAX_CHIPS = 1_000_000
@@ -87,6 +87,9 @@ class LinkTable(InputModel):
     latency_s: Seconds
     domain_chips: DomainChips = 0
     peer_bandwidth_bytes_per_s: BytesPerS | None = None
+    medium: Literal["nvlink", "pcie", "xgmi", "ici", "c2c", "infiniband", "ethernet"] | None = Field(
+        None, description="what carries it: " + ", ".join(LINK_MEDIA) + " (pcie: collectives reach a lower share of "
+                          "the line rate)")
     source: Text = ""
 
 
@@ -161,7 +164,7 @@ class HardwareFile(InputModel):
                          for m in self.memory),
             flops_per_s=self.compute.rates(),
             links=tuple(Link(k.name, k.bandwidth_bytes_per_s, k.latency_s, k.domain_chips, k.source,
-                             k.peer_bandwidth_bytes_per_s) for k in self.links),
+                             k.peer_bandwidth_bytes_per_s, k.medium or "") for k in self.links),
             tdp_w=power.tdp_w if power else 0.0, idle_w=power.idle_w if power else 0.0,
             chips_per_system=system.chips if system else 1, system_power_w=system.power_w if system else None,
             price_usd_per_hour=price.usd_per_hour if price else None, purchase_usd=price.purchase_usd if price else None,

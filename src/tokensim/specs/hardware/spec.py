@@ -11,6 +11,9 @@ from tokensim.errors import require
 from tokensim.specs.precision import COMPUTE_ORDER
 
 # A format the chip lacks runs at the next one it has (fp8 never borrows the int8 integer rate).
+# what carries a link: the achieved share of its line rate differs by medium (constants link_bandwidth_fraction and
+# pcie_link_bandwidth_fraction)
+LINK_MEDIA = ("nvlink", "pcie", "xgmi", "ici", "c2c", "infiniband", "ethernet")
 FALLBACK = {"fp4": ("fp4", "fp8", "bf16", "fp32"), "fp8": ("fp8", "bf16", "fp32"), "int8": ("int8", "bf16", "fp32"),
             "bf16": ("bf16", "fp32"), "fp32": ("fp32", "bf16")}
 
@@ -46,12 +49,15 @@ class Link:
     domain_chips: int               # chips reachable over this link without leaving it (0: unlimited)
     source: str = ""
     peer_bandwidth_bytes_per_s: float | None = None   # to ONE peer, when below the aggregate (a mesh of links)
+    medium: str = ""                # LINK_MEDIA, "" unstated: "pcie" selects the PCIe share of the line rate
 
     def __post_init__(self) -> None:
         require(self.name in ("scale_up", "scale_out"), "links.name", self.name, '"scale_up" or "scale_out"')
         require(self.bandwidth_bytes_per_s > 0, f"links.{self.name}.bandwidth_bytes_per_s", self.bandwidth_bytes_per_s,
                 "a positive number")
         require(self.latency_s >= 0, f"links.{self.name}.latency_s", self.latency_s, "zero or more seconds")
+        require(self.medium in ("", *LINK_MEDIA), f"links.{self.name}.medium", self.medium,
+                "one of " + ", ".join(LINK_MEDIA) + " (or unstated)")
 
 
 @dataclass(frozen=True)

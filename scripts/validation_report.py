@@ -21,6 +21,18 @@ def _pct(d: dict | None, key: str = "median_abs_error") -> str:
     return "-" if not d or d.get(key) is None else f"{d[key]:.1%}"
 
 
+def breakdown_lines(sim: dict) -> list[str]:
+    """The by-load and by-model tables of `validate --serving`'s silicon_simulated block (breakdown.py's groups)."""
+    lines: list[str] = []
+    for key, label in (("by_load", "clients per attention rank"), ("by_model", "model")):
+        lines += ["", f"| {label} | runs | TTFT | TPOT |", "|---|---|---|---|"]
+        for name, g in sim.get(key, {}).items():
+            cells = [f"{_pct(g[m])} ({g[m]['median_signed_error']:+.0%})" if g[m]["rows"] else "-"
+                     for m in ("ttft", "tpot")]
+            lines.append(f"| {name} | {g['ttft']['rows']} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def section(sample: int = 0) -> str:
     from tokensim.cli_serving import validate_serving
     from tokensim.output.progress import progress_bar
@@ -93,12 +105,7 @@ def section(sample: int = 0) -> str:
               + (f"{signed:+.0%}" if signed is not None else "-")
               + f", negative: too early; TPOT {_pct(sim['tpot'])}; without `--sample` it simulates 120), and groups them "
               "by the clients on each attention rank and by model (median abs. error, signed median in brackets):"]
-    for key, label in (("by_load", "clients per attention rank"), ("by_model", "model")):
-        lines += ["", f"| {label} | runs | TTFT | TPOT |", "|---|---|---|---|"]
-        for name, g in sim.get(key, {}).items():
-            cells = [f"{_pct(g[m])} ({g[m]['median_signed_error']:+.0%})" if g[m]["rows"] else "-"
-                     for m in ("ttft", "tpot")]
-            lines.append(f"| {name} | {g['ttft']['runs']} | " + " | ".join(cells) + " |")
+    lines += breakdown_lines(sim)
     lines += ["", "| trace | TTFT mean | TTFT p50 | TTFT p99 | TPOT mean | TPOT p50 | TPOT p99 |",
               "|---|---|---|---|---|---|---|"]
     for x in load["traces"]:

@@ -78,3 +78,20 @@ def test_validate_serving_simulates_the_same_runs_to_the_same_figures_in_one_pro
     flat = [(r.case.run.id, r.ttft_s, r.tpot_s) for batch in one for r in batch]
     assert len(flat) == len(chosen)
     assert flat == [(r.case.run.id, r.ttft_s, r.tpot_s) for batch in two for r in batch]
+
+
+def test_the_readme_script_writes_each_groups_run_count_and_signed_median():
+    """scripts/validation_report.py turns the same groups into the README's tables: one line per group with its run
+    count, median |error| and signed median (m1: TTFT errors -0.2 and +0.3: median |e| 25 %, signed +5 %)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "validation_report.py"
+    spec = importlib.util.spec_from_file_location("validation_report", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    results = [_result("m1", 2, 1, -0.2, 0.1), _result("m1", 200, 1, 0.3, -0.1), _result("m2", 64, 1, 0.0, 0.2)]
+    lines = module.breakdown_lines(simulated_breakdown(results))
+    assert "| m1 | 2 | 25.0% (+5%) | 10.0% (+0%) |" in lines
+    assert "| m2 | 1 | 0.0% (+0%) | 20.0% (+20%) |" in lines
+    assert "| over 128 clients | 1 | 30.0% (+30%) | 10.0% (-10%) |" in lines

@@ -130,3 +130,26 @@ def test_a_link_medium_outside_the_known_ones_is_refused_with_its_field():
 
     with pytest.raises(TokensimError, match="links.scale_up.medium"):
         Link("scale_up", 64e9, 5e-6, 8, medium="carrier pigeon")
+
+
+def test_an_ep_dispatch_sends_a_token_once_to_each_rank_holding_one_of_its_experts():
+    """Qwen3-30B-A3B (128 experts, top 8, d = 2,048) at EP 2 on two RTX PRO 6000, 2,048 prompt tokens per rank: a
+    token misses the other rank's 64 experts with probability (64 x 63 x ... x 57) / (128 x 127 x ... x 121) = 0.0031,
+    so it crosses the link 0.9969 times, not top_k x (ep - 1) / ep = 4 times: dispatch bytes per chip =
+    2,048 x 2,048 x 2 B x 0.9969 (the batch is one rank's: one prompt). At EP 1 nothing is sent; at EP 8 of 256
+    experts (DeepSeek-V3) the count is 7 x (1 - C(224, 8) / C(256, 8)) = 4.63 other ranks, under the 8 experts' 7
+    remote ones."""
+    from math import comb, prod
+
+    from tokensim.perf.layers import remote_ranks_per_token
+
+    miss = prod(64 - i for i in range(8)) / prod(128 - i for i in range(8))
+    assert remote_ranks_per_token(128, 8, 2) == pytest.approx(1 - miss, rel=1e-12)
+    assert remote_ranks_per_token(128, 8, 1) == 0.0
+    assert remote_ranks_per_token(256, 8, 8) == pytest.approx(7 * (1 - comb(224, 8) / comb(256, 8)), rel=1e-12)
+    m, hw = tokensim.load_model("qwen3-30b-a3b"), tokensim.load_hardware("rtx-pro-6000")
+    ctx = make_context(m, hw, Deployment(tp=1, ep=2, attn_dp=2), for_hardware(hw))
+    moe = next(l.ffn for l in m.layers if isinstance(l.ffn, MoE))
+    ops = {o.name: o for o in moe_ops(ctx, moe, Batch(prefill_seqs=1.0, prefill_tokens=2048.0))}
+    assert ops["ep.dispatch"].comm_bytes == pytest.approx(2048 * 2048 * 2 * (1 - miss), rel=1e-9)
+    assert ops["ep.combine"].comm_bytes == ops["ep.dispatch"].comm_bytes

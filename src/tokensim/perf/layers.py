@@ -266,6 +266,21 @@ def expected_experts_touched(n_experts: int, top_k: int, tokens: float) -> float
     return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
 
 
+def remote_ranks_per_token(n_experts: int, top_k: int, ep) -> Num:
+    """Other expert-parallel ranks a token is sent to: those holding at least one of its top_k experts (E / ep each,
+    routed uniformly without replacement), (ep - 1) x (1 - C(E - E / ep, k) / C(E, k)). An EP dispatch sends a token
+    once to every rank that holds one of its experts, not once per expert (DeepEP's dispatch layout marks each
+    token per rank, is_token_in_rank, and its combine returns one partial sum per rank), so at EP 2 a top-8 token
+    crosses the link about once, not four times."""
+    ep = np.asarray(ep, dtype=float)
+    others = n_experts - n_experts / ep
+    miss = np.ones_like(ep)
+    for i in range(top_k):
+        miss = miss * np.clip((others - i) / (n_experts - i), 0.0, 1.0)
+    out = (ep - 1.0) * (1.0 - miss)
+    return float(out) if out.ndim == 0 else out
+
+
 def moe_ops(ctx: Context, moe: MoE, b: Batch) -> list[OpCost]:
     dep, k = ctx.dep, ctx.k
     ops = []
@@ -310,7 +325,8 @@ def moe_ops(ctx: Context, moe: MoE, b: Batch) -> list[OpCost]:
             ops.append(gated(collective_op(ctx, name, nbytes, dep.stage_chips, k.collective_latency_s), gather))
     if needed(dep.ep > 1):
         per_chip_tokens = moe_tokens / dep.stage_chips
-        nbytes = per_chip_tokens * moe.top_k * ctx.model.hidden_size * ctx.act_bytes_per_elem * (dep.ep - 1) / dep.ep
+        nbytes = (per_chip_tokens * ctx.model.hidden_size * ctx.act_bytes_per_elem
+                  * remote_ranks_per_token(moe.n_experts, moe.top_k, dep.ep))
         for name in ("ep.dispatch", "ep.combine"):
             ops.append(gated(collective_op(ctx, name, nbytes, dep.ep, k.all_to_all_latency_s), dep.ep > 1))
     return ops

@@ -95,3 +95,6 @@ def test_the_readme_script_writes_each_groups_run_count_and_signed_median():
     assert "| m1 | 2 | 25.0% (+5%) | 10.0% (+0%) |" in lines
     assert "| m2 | 1 | 0.0% (+0%) | 20.0% (+20%) |" in lines
     assert "| over 128 clients | 1 | 30.0% (+30%) | 10.0% (-10%) |" in lines
+    # a group whose only run has no finite TTFT still counts that run, with a dash for TTFT
+    lines = module.breakdown_lines(simulated_breakdown([_result("m3", 2, 1, float("nan"), 0.05)]))
+    assert "| m3 | 1 | - | 5.0% (+5%) |" in lines

@@ -8,7 +8,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from tokensim.deploy.deployment import Deployment
 from tokensim.errors import TokensimError
-from tokensim.perf.constants import for_hardware
+from tokensim.perf.constants import SHARES, for_hardware
 from tokensim.perf.context import make_context
 from tokensim.perf.engines import engine_profiles
 from tokensim.perf.layers import Batch, gemm_efficiency
@@ -19,8 +19,7 @@ from tokensim.specs.model.catalog import load_model
 ENGINES = sorted(engine_profiles())            # vllm, sglang, trtllm, llamacpp, default
 CHIPS = sorted(catalog())
 MODELS = ["llama-3.1-8b", "qwen3-32b", "mixtral-8x7b", "deepseek-v3", "qwen3-next-80b", "gpt-oss-20b"]
-FRACTIONS = ("hbm_bandwidth_fraction", "attention_bandwidth_fraction", "gemm_flops_fraction", "prefill_flops_fraction",
-             "link_bandwidth_fraction", "usable_memory_fraction", "grouped_gemm_fraction", "sustained_clock_fraction")
+FRACTIONS = SHARES                              # every achieved share of a peak the constants hold
 REL = 1e-9                                      # floating-point slack only
 
 

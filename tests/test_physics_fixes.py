@@ -132,6 +132,24 @@ def test_a_link_medium_outside_the_known_ones_is_refused_with_its_field():
         Link("scale_up", 64e9, 5e-6, 8, medium="carrier pigeon")
 
 
+def test_the_hardware_file_accepts_exactly_the_media_the_spec_knows():
+    from typing import get_args
+
+    from tokensim.inputs.hardware_file import LinkTable
+    from tokensim.specs.hardware.spec import LINK_MEDIA
+
+    allowed = {a for a in get_args(LinkTable.model_fields["medium"].annotation) for a in get_args(a) or (a,)}
+    assert allowed - {type(None)} == set(LINK_MEDIA)
+
+
+def test_ep_dispatch_never_sends_a_token_to_more_ranks_than_it_has_remote_experts():
+    """8 experts padded with 8 redundant slots over EP 16 (half an expert per rank): at most k (ep - 1) / ep = 1.875
+    remote experts per top-2 token, which the rank count must not exceed."""
+    from tokensim.perf.layers import remote_ranks_per_token
+
+    assert remote_ranks_per_token(8, 2, 16) <= 2 * 15 / 16 + 1e-12
+
+
 def test_an_ep_dispatch_sends_a_token_once_to_each_rank_holding_one_of_its_experts():
     """Qwen3-30B-A3B (128 experts, top 8, d = 2,048) at EP 2 on two RTX PRO 6000, 2,048 prompt tokens per rank: a
     token misses the other rank's 64 experts with probability (64 x 63 x ... x 57) / (128 x 127 x ... x 121) = 0.0031,

@@ -271,13 +271,15 @@ def remote_ranks_per_token(n_experts: int, top_k: int, ep) -> Num:
     routed uniformly without replacement), (ep - 1) x (1 - C(E - E / ep, k) / C(E, k)). An EP dispatch sends a token
     once to every rank that holds one of its experts, not once per expert (DeepEP's dispatch layout marks each
     token per rank, is_token_in_rank, and its combine returns one partial sum per rank), so at EP 2 a top-8 token
-    crosses the link about once, not four times."""
+    crosses the link about once, not four times. Group-limited routing (DeepSeek's topk_group of n_group) bounds the
+    ranks lower still; the model spec does not carry it, so this count is an upper bound there."""
     ep = np.asarray(ep, dtype=float)
     others = n_experts - n_experts / ep
     miss = np.ones_like(ep)
     for i in range(top_k):
         miss = miss * np.clip((others - i) / (n_experts - i), 0.0, 1.0)
-    out = (ep - 1.0) * (1.0 - miss)
+    # never more than the token's remote experts (a rank can hold under one expert when redundant slots pad E)
+    out = np.minimum((ep - 1.0) * (1.0 - miss), top_k * (ep - 1.0) / ep)
     return float(out) if out.ndim == 0 else out
 
 

@@ -29,8 +29,7 @@ def breakdown_lines(sim: dict) -> list[str]:
         for name, g in sim.get(key, {}).items():
             cells = [f"{_pct(g[m])} ({g[m]['median_signed_error']:+.0%})" if g[m]["rows"] else "-"
                      for m in ("ttft", "tpot")]
-            runs = max(g["ttft"]["rows"], g["tpot"]["rows"])      # a run with no finite TTFT still counts
-            lines.append(f"| {name} | {runs} | " + " | ".join(cells) + " |")
+            lines.append(f"| {name} | {g['runs']} | " + " | ".join(cells) + " |")
     return lines
 
 

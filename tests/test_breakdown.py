@@ -98,3 +98,4 @@ def test_the_readme_script_writes_each_groups_run_count_and_signed_median():
     # a group whose only run has no finite TTFT still counts that run, with a dash for TTFT
     lines = module.breakdown_lines(simulated_breakdown([_result("m3", 2, 1, float("nan"), 0.05)]))
     assert "| m3 | 1 | - | 5.0% (+5%) |" in lines
+    assert simulated_breakdown([_result("m3", 2, 1, float("nan"), 0.05)])["by_model"]["m3"]["runs"] == 1

@@ -406,7 +406,7 @@ def print_serving_validation(load: dict, out) -> None:
         for col in (label, "runs", "TTFT", "TTFT signed", "TPOT", "TPOT signed"):
             tb.add_column(col)
         for name, g in groups.items():
-            tb.add_row(name, str(g["ttft"]["rows"]), pct(g["ttft"]), signed(g["ttft"]), pct(g["tpot"]), signed(g["tpot"]))
+            tb.add_row(name, str(g["runs"]), pct(g["ttft"]), signed(g["ttft"]), pct(g["tpot"]), signed(g["tpot"]))
         out.print(tb)
     tr = Table(title="vLLM traces replayed request by request: error against the recorded run (LLMServingSim's own in brackets)",
                title_justify="left")

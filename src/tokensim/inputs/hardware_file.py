@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, PrivateAttr, model_validator
 
 from tokensim.inputs.base import Count, InputModel, Name, Number, Text, field_error
-from tokensim.specs.hardware.spec import LINK_MEDIA, HardwareSpec, Link, MemoryTier
+from tokensim.specs.hardware.spec import LINK_MEDIA, HardwareSpec, Link, LinkMedium, MemoryTier
 from tokensim.specs.precision import COMPUTE_ORDER
 
 MAX_CHIPS = 1_000_000
@@ -87,7 +87,7 @@ class LinkTable(InputModel):
     latency_s: Seconds
     domain_chips: DomainChips = 0
     peer_bandwidth_bytes_per_s: BytesPerS | None = None
-    medium: Literal["nvlink", "pcie", "xgmi", "ici", "c2c", "infiniband", "ethernet"] | None = Field(
+    medium: LinkMedium | None = Field(
         None, description="what carries it: " + ", ".join(LINK_MEDIA) + " (pcie: collectives reach a lower share of "
                           "the line rate)")
     source: Text = ""

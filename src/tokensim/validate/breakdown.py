@@ -32,8 +32,9 @@ def _stats(errors: list[float]) -> dict:
 
 
 def group_errors(keys: list[str], ttft_errors, tpot_errors) -> dict[str, dict]:
-    """Per key: the runs (`rows`), and the median and p90 of |error| and the median signed error (predicted / measured - 1;
-    negative: too early or too fast) of TTFT and of TPOT; keys in first-seen order."""
+    """Per key: the group's runs (`runs`, finite or not) and, for TTFT and for TPOT, the runs with a finite error
+    (`rows`), the median and p90 of |error| and the median signed error (predicted / measured - 1; negative: too
+    early or too fast); keys in first-seen order."""
     ttft, tpot = list(ttft_errors), list(tpot_errors)
     if not len(keys) == len(ttft) == len(tpot):
         raise ValueError(f"keys, ttft_errors, tpot_errors: lengths {len(keys)}, {len(ttft)}, {len(tpot)}; expected equal")
@@ -42,7 +43,7 @@ def group_errors(keys: list[str], ttft_errors, tpot_errors) -> dict[str, dict]:
         g = groups.setdefault(k, ([], []))
         g[0].append(a)
         g[1].append(b)
-    return {k: {"ttft": _stats(a), "tpot": _stats(b)} for k, (a, b) in groups.items()}
+    return {k: {"runs": len(a), "ttft": _stats(a), "tpot": _stats(b)} for k, (a, b) in groups.items()}
 
 
 def simulated_breakdown(results) -> dict[str, dict]:

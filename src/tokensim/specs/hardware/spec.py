@@ -6,14 +6,16 @@ constants and live in tokensim/data/constants.toml, never here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from tokensim.errors import require
 from tokensim.specs.precision import COMPUTE_ORDER
 
-# A format the chip lacks runs at the next one it has (fp8 never borrows the int8 integer rate).
 # what carries a link: the achieved share of its line rate differs by medium (constants link_bandwidth_fraction and
 # pcie_link_bandwidth_fraction)
-LINK_MEDIA = ("nvlink", "pcie", "xgmi", "ici", "c2c", "infiniband", "ethernet")
+LinkMedium = Literal["nvlink", "pcie", "xgmi", "ici", "c2c", "infiniband", "ethernet"]
+LINK_MEDIA: tuple[str, ...] = get_args(LinkMedium)
+# A format the chip lacks runs at the next one it has (fp8 never borrows the int8 integer rate).
 FALLBACK = {"fp4": ("fp4", "fp8", "bf16", "fp32"), "fp8": ("fp8", "bf16", "fp32"), "int8": ("int8", "bf16", "fp32"),
             "bf16": ("bf16", "fp32"), "fp32": ("fp32", "bf16")}
 

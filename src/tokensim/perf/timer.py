@@ -6,7 +6,8 @@ the same function every prediction uses. The batch is reduced to the sums the op
 and their mean context (exact for full attention, whose reads grow linearly with context; for sliding-window
 and sparse layers, which cap what they read, the mean can only overstate the reads, by Jensen's
 inequality: a stated approximation, not yet measured per model), prefill chunks with their mean size, cached prefix and
-attended position (token-weighted, again exact for full attention).
+attended position (token-weighted, again exact for full attention). Under speculative decoding (`draft`) a step
+whose decodes verify q = 1 + k tokens each also runs the k draft passes (`prediction.predictor.draft_step_s`).
 
 Speed: a call to step_cost takes 0.1-0.3 ms; a million-request simulation asks for millions of steps. Steps
 are therefore cached by a key that rounds the continuous sums to RELATIVE_BUCKET (1/128 in log space) and
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tokensim.deploy.deployment import Deployment
+from tokensim.deploy.deployment import Deployment, SpecDecode
 from tokensim.perf.constants import ConstantsTable, for_hardware
 from tokensim.perf.context import Context, make_context
 from tokensim.perf.layers import Batch
@@ -49,6 +50,7 @@ class CostModelTimer:
     dep: Deployment
     constants: ConstantsTable | None = None
     exact: bool = False                      # True: no rounding, no cache (slow; for checks)
+    draft: SpecDecode | None = None          # speculative decoding: a verify step (q > 1) also runs q - 1 drafts
     _ctx: Context = field(init=False, repr=False)
     _cache: dict = field(init=False, repr=False, default_factory=dict)
 
@@ -65,8 +67,14 @@ class CostModelTimer:
 
     def _time(self, key: tuple) -> float:
         nd, ctx_i, npf, chunk_i, cached_i, pos_i, q = key
-        b = self.batch_of(nd, _unbucket(ctx_i), npf, _unbucket(chunk_i), _unbucket(cached_i), _unbucket(pos_i), q)
-        return step_cost(self._ctx, b).latency_s
+        return self._priced(nd, _unbucket(ctx_i), npf, _unbucket(chunk_i), _unbucket(cached_i), _unbucket(pos_i), q)
+
+    def _priced(self, nd: int, ctx: float, npf: int, chunk: float, cached: float, pos: float, q: int) -> float:
+        t = step_cost(self._ctx, self.batch_of(nd, ctx, npf, chunk, cached, pos, q)).latency_s
+        if q > 1 and nd and self.draft is not None:
+            from tokensim.prediction.predictor import draft_step_s
+            t += (q - 1) * draft_step_s(self._ctx, self.draft, nd / self.dep.attn_dp, context=ctx)
+        return t
 
     def step_s(self, batch) -> float:
         """Wall time of one engine step (a tokensim.sim.timer.StepBatch: decode contexts, prefill chunks)."""
@@ -88,8 +96,7 @@ class CostModelTimer:
             mean_chunk = mean_cached = position = 0.0
         q = int(batch.query_tokens_per_decode)
         if self.exact:
-            b = self.batch_of(nd, mean_ctx, npf, mean_chunk, mean_cached, position, q)
-            return step_cost(self._ctx, b).latency_s
+            return self._priced(nd, mean_ctx, npf, mean_chunk, mean_cached, position, q)
         key = (nd, _bucket(mean_ctx), npf, _bucket(mean_chunk), _bucket(mean_cached), _bucket(position), q)
         t = self._cache.get(key)
         if t is None:

@@ -140,10 +140,11 @@ def decode_step(ctx: Context, spec: SpecDecode | None, spec_on=True) -> DecodeSt
     return DecodeStep(cost, cycle, tokens_per_step, micro)
 
 
-def draft_step_s(ctx: Context, spec: SpecDecode, seqs):
-    """Time of one draft token for `seqs` sequences: an MTP/EAGLE head (one layer + LM head) or a draft model's step."""
+def draft_step_s(ctx: Context, spec: SpecDecode, seqs, context=None):
+    """Time of one draft token for `seqs` sequences (per attention rank) of `context` tokens each (default: the
+    deployment's mean over a generation): an MTP/EAGLE head (one layer + LM head) or a draft model's step."""
     dep, model = ctx.dep, ctx.model
-    b = Batch.decode(seqs, decode_context(dep), 1.0, moe_tokens=seqs * dep.attn_dp)
+    b = Batch.decode(seqs, decode_context(dep) if context is None else context, 1.0, moe_tokens=seqs * dep.attn_dp)
     if spec.method == "draft" and spec.draft_model:
         draft = load_model(spec.draft_model)
         ddep = replace(dep, pp=1, stage_layers=None, ep=1, spec=None, weights=None, expert_weights=None)

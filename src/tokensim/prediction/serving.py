@@ -93,7 +93,8 @@ def engine_for(model: ModelSpec, hw: HardwareSpec, dep: Deployment, *, constants
         model, hw, dep, constants, engine_version=engine_version, cuda_graph_batch=cuda_graph_batch,
         memory_fraction=memory_fraction)
     return EngineSpec(scheduler=scheduler or default_scheduler(dep.engine, hw),
-                      timer=CostModelTimer(model, hw, replace(dep, spec=None), constants), kv_cache_tokens=int(tokens),
+                      timer=CostModelTimer(model, hw, replace(dep, spec=None), constants, draft=dep.spec),
+                      kv_cache_tokens=int(tokens),
                       max_model_len=max_model_len or model.max_context_tokens, speculative=spec,
                       name=f"{model.name} on {dep.chips} x {hw.name} ({dep.engine})")
 

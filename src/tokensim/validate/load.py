@@ -24,6 +24,7 @@ from tokensim.prediction.serving import engine_for, read_trace_folder, trace_eng
 from tokensim.sim import ClosedLoop, Workload, load_trace, load_trace_measurements, simulate
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model, find_name
+from tokensim.validate.harness import harness_limits
 from tokensim.validate.serving import ServingCase
 
 STATS = ("mean", "p50", "p90", "p99")
@@ -130,8 +131,13 @@ def benchmark_scheduler(case: ServingCase):
     src/aiconfigurator/generator/rule_plugin/benchmark/{vllm,sglang,trtllm}.rule at commit 095f58a51c4c): the
     running batch capped at the configured batch size, and a token budget of batch + isl + 1,500. Both are per
     attention data-parallel rank (each rank runs its own scheduler: SGLang's and TensorRT-LLM's attention DP, vLLM's
-    data-parallel engine cores); the simulated engine holds every rank, so its caps are the ranks' sums."""
-    return pool_scheduler(case.deployment.engine, case.deployment.attn_dp, per_rank_batch(case), case.run.isl)
+    data-parallel engine cores); the simulated engine holds every rank, so its caps are the ranks' sums. Runs of a
+    harness whose launch scripts say otherwise (InferenceX's MTP runs, `validate.harness.harness_limits`) get those."""
+    d, run = case.deployment, case.run
+    limits = harness_limits(run.image, run.engine, d.attn_dp, int(run.concurrency), run.isl)
+    if limits is not None:          # a harness whose launch script is public: its own settings (validate.harness)
+        return pool_scheduler(d.engine, d.attn_dp, limits[0], run.isl, limits[1])
+    return pool_scheduler(d.engine, d.attn_dp, per_rank_batch(case), run.isl)
 
 
 def engine_release(run) -> str | None:

@@ -27,9 +27,11 @@ from tokensim.perf.constants import ConstantsTable, for_hardware
 from tokensim.perf.context import make_context
 from tokensim.perf.layers import Batch
 from tokensim.perf.step import step_cost
+from tokensim.prediction.predictor import draft_step_s
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model
 from tokensim.specs.model.spec import MoE
+from tokensim.validate.harness import harness_speculation
 from tokensim.validate.serving_rows import Pool, SiliconRun
 
 LOW_PRECISION = ("fp8", "nvfp4", "mxfp4", "fp4", "int4")
@@ -67,7 +69,7 @@ class ServingCase:
 
 def _dep_key(d: Deployment) -> tuple:
     return (d.tp, d.pp, d.ep, d.attn_dp, d.weights, d.expert_weights, d.kv, d.engine, d.input_tokens, d.output_tokens,
-            d.overlap_comm)
+            d.overlap_comm, d.spec)
 
 
 def kv_rule(run: SiliconRun) -> tuple[str, str]:
@@ -192,6 +194,10 @@ def serving_case(run: SiliconRun) -> ServingCase:
         notes.append(f"ep {ep} does not divide the {experts} routed experts: {redundant} redundant expert slots fill "
                      f"every GPU's share, as expert-parallel load balancers place them (rule)")
     dep = _worker(run, pool, model, tp, adp, ep, kv, math.ceil(concurrency))
+    implied = harness_speculation(run.image, run.engine, adp)
+    if implied is not None:
+        dep = replace(dep, spec=implied[0])
+        notes.append(implied[1])
     cap = pool.batch_size if run.agg is not None else None
     if cap is not None and cap < concurrency / adp:
         # 29 TensorRT-LLM runs state more clients than batch_size x attention_dp (27 of them exactly batch_size x tp),
@@ -215,8 +221,9 @@ def steady_tpot(cases: list[ServingCase], constants: ConstantsTable | None = Non
         dep = first.deployment
         ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine, constants))
         seqs = np.array([cases[i].running_per_rank for i in idx])     # decoding sequences per attention rank
-        out[idx] = (cohort_step_s(ctx, seqs, dep.input_tokens, dep.output_tokens, dep.engine)
-                    if first.prefill_in_decode else _step_s(ctx, seqs, np.zeros_like(seqs), dep))
+        step = (cohort_step_s(ctx, seqs, dep.input_tokens, dep.output_tokens, dep.engine)
+                if first.prefill_in_decode else _step_s(ctx, seqs, np.zeros_like(seqs), dep))
+        out[idx] = step / tokens_per_step(dep)
     return out
 
 
@@ -279,17 +286,30 @@ def cohort_step_s(ctx, seqs: np.ndarray, isl: int, osl: int, engine: str) -> np.
     in tokens: Qwen3-235B on 4 H100 at 4 clients, 1,024 in / 128 out, 36 ms against 17 ms) and charge lockstepped
     clients (k = 1) for prefills that never interrupt them."""
     u = prefill_step_tokens(seqs, isl, engine)
-    share = np.clip((seqs * isl / u - 1.0) / osl, 0.0, 1.0)
+    steps = osl / tokens_per_step(ctx.dep)          # decode steps of one request
+    share = np.clip((seqs * isl / u - 1.0) / steps, 0.0, 1.0)
     decode_only = _step_s(ctx, seqs, np.zeros_like(seqs), ctx.dep)
     with_prefill = _step_s(ctx, seqs, u / isl, ctx.dep)
     return (1.0 - share) * decode_only + share * with_prefill
 
 
 def _step_s(ctx, seqs, prompts, dep) -> np.ndarray:
+    """Wall time of a step of `seqs` decodes beside `prompts` prompts. Under speculative decoding (dep.spec) a step
+    verifies 1 + k tokens per sequence and runs k draft passes (it yields `tokens_per_step(dep)` tokens each)."""
     isl, osl = dep.input_tokens, dep.output_tokens
-    b = Batch(decode_seqs=seqs, decode_context=isl + osl / 2.0, prefill_seqs=prompts, prefill_tokens=float(isl),
-              prefill_position=isl / 2.0)
-    return np.broadcast_to(step_cost(ctx, b).latency_s, np.shape(seqs))
+    spec = dep.spec
+    q = 1.0 + spec.draft_tokens if spec is not None else 1.0
+    b = Batch(decode_seqs=seqs, query_per_decode=q, decode_context=isl + osl / 2.0, prefill_seqs=prompts,
+              prefill_tokens=float(isl), prefill_position=isl / 2.0)
+    t = step_cost(ctx, b).latency_s
+    if spec is not None:
+        t = t + spec.draft_tokens * draft_step_s(ctx, spec, seqs)
+    return np.broadcast_to(t, np.shape(seqs))
+
+
+def tokens_per_step(dep: Deployment) -> float:
+    """Tokens a decoding sequence gains per step: 1, or 1 + its expected accepted drafts."""
+    return dep.spec.expected_tokens_per_step if dep.spec is not None else 1.0
 
 
 def build_cases(runs: list[SiliconRun]) -> tuple[list[ServingCase], list[tuple[str, str]]]:

@@ -14,7 +14,8 @@ from tokensim.perf.step import step_cost
 from tokensim.perf.timer import CostModelTimer
 from tokensim.prediction.predictor import draft_step_s, predict_deployment
 from tokensim.sim.timer import StepBatch
-from tokensim.validate.harness import MTP_ACCEPTANCE, harness_limits, harness_speculation
+from tokensim.validate.harness import harness_limits, harness_speculation
+from tokensim.validate.rules import speculative_defaults
 from tokensim.validate.load import shipped_silicon_cases
 
 MTP_IMAGE = "nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3"
@@ -24,8 +25,9 @@ EMPTY = np.zeros(0, dtype=np.int64)
 
 def test_the_mtp_image_implies_three_drafts_or_one_under_attention_dp():
     spec, note = harness_speculation(MTP_IMAGE, "trtllm", 1)
-    assert spec == SpecDecode("mtp", 3, (MTP_ACCEPTANCE,)) and "MTP" in note
-    assert harness_speculation(MTP_IMAGE, "trtllm", 8)[0].draft_tokens == 1
+    rates = tuple(speculative_defaults()["mtp_acceptance"])
+    assert spec == SpecDecode("mtp", 3, rates[:3]) and "MTP" in note
+    assert harness_speculation(MTP_IMAGE, "trtllm", 8)[0] == SpecDecode("mtp", 1, rates[:1])
     assert harness_speculation(MTP_IMAGE.replace("#", "/"), "trtllm", 1)[0] is not None
     assert harness_speculation(PLAIN_IMAGE, "trtllm", 1) is None
     assert harness_speculation(None, "trtllm", 1) is None

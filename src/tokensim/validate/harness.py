@@ -14,17 +14,16 @@ Left as stated (no drafts): `...:1.1.0rc2.post2`, which both the MTP and the pla
 B200 and H200, whose TPOT the simulator overstates by a median 38-46 %), and which the row cannot tell apart.
 
 The acceptance of each draft is not published for these runs (random-token prompts in the chat template,
-utils/bench_serving/benchmark_serving.py). `MTP_ACCEPTANCE` is DeepSeek's own figure: "the acceptance rate of the
-second token prediction ranges between 85% and 90%" (DeepSeek-V3 Technical Report, arXiv:2412.19437, section
-5.4.3), its low end, for every chained draft position (TensorRT-LLM's MTP Eagle path reuses the one MTP module for
-each; the report measures only the first). InferenceX later notes that raw random tokens lower acceptance
-(.claude/commands/add-model-hardware.md), so the runs' true rate may be lower: an assumption each case records.
+utils/bench_serving/benchmark_serving.py). They get the shipped MTP default, constants.toml [speculative]
+mtp_acceptance (0.85, 0.72, 0.60 per chained position: the first is the low end of DeepSeek-V3's published 85-90 %,
+arXiv:2412.19437 section 5.4.3; the deeper ones are assumed, as that file says). InferenceX later notes that raw
+random tokens lower acceptance (.claude/commands/add-model-hardware.md), so the runs' true rate may be lower: an
+assumption each case records.
 """
 from __future__ import annotations
 
 from tokensim.deploy.deployment import SpecDecode
 
-MTP_ACCEPTANCE = 0.85                # DeepSeek-V3 report: second-token acceptance 85-90 % (low end)
 MTP_IMAGES = ("tensorrt-llm/release:1.2.0rc6.post3",)
 MTP_DRAFTS = 3                       # num_nextn_predict_layers in the InferenceX MTP scripts ...
 MTP_DRAFTS_ATTENTION_DP = 1          # ... and under attention data parallelism
@@ -37,10 +36,13 @@ def harness_speculation(image: str | None, engine: str, attn_dp: int) -> tuple[S
     normalized = image.replace("#", "/")
     if not any(normalized.endswith(tag) for tag in MTP_IMAGES):
         return None
+    from tokensim.validate.rules import speculative_defaults
+
     drafts = MTP_DRAFTS_ATTENTION_DP if attn_dp > 1 else MTP_DRAFTS
-    spec = SpecDecode(method="mtp", draft_tokens=drafts, acceptance=(MTP_ACCEPTANCE,))
+    rates = tuple(float(a) for a in speculative_defaults()["mtp_acceptance"][:drafts])
+    spec = SpecDecode(method="mtp", draft_tokens=drafts, acceptance=rates)
     note = (f"speculative decoding: image {image} ran only InferenceX's MTP configurations (nextn {drafts}); "
-            f"each draft accepted with {MTP_ACCEPTANCE:g} (DeepSeek-V3 report), not stated by the run (rule)")
+            f"acceptance {rates} per draft, the MTP default in constants.toml, not stated by the run (rule)")
     return spec, note
 
 

@@ -75,10 +75,10 @@ def section(sample: int = 0) -> str:
               "predicted with the constants `tokensim fit` refitted without its (system, engine) pair. Each run is simulated "
               "the way its benchmark ran: closed-loop clients whose measured requests start together on an idle engine, "
               "10 rounds, the engine's scheduler with the settings aiconfigurator's generator writes (running batch capped at "
-              "the configured batch, token budget batch + isl + 1,500 per attention rank), except where the harness's own "
-              "launch scripts are public: the 88 DeepSeek-R1 runs in InferenceX's MTP image run with their MTP drafts "
-              "(acceptance 0.85, 0.72, 0.60 per chained draft, the shipped MTP default) and that script's token budget "
-              "(`tokensim/validate/harness.py`). Peer figures: aiconfigurator 0.12 "
+              "the configured batch, token budget batch + isl + 1,500 per attention rank), except the 88 DeepSeek-R1 runs "
+              "in InferenceX's MTP image: they run with their MTP drafts (acceptance 0.85, 0.72, 0.60 per chained draft, "
+              "the shipped MTP default) and that launch script's token budget (`tokensim/validate/harness.py`). "
+              "Peer figures: aiconfigurator 0.12 "
               "on 284 of its own configurations, TTFT median 47 %, TPOT 17 %; LLMServingSim on its own traces in brackets.", "",
               "| what (leaving each (system, engine) pair out) | runs | median abs. error | 90th pct |", "|---|---|---|---|",
               row("TTFT, simulated", srv.get("simulated_ttft")),

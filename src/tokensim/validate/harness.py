@@ -29,16 +29,24 @@ MTP_DRAFTS = 3                       # num_nextn_predict_layers in the Inference
 MTP_DRAFTS_ATTENTION_DP = 1          # ... and under attention data parallelism
 
 
-def harness_speculation(image: str | None, engine: str, attn_dp: int) -> tuple[SpecDecode, str] | None:
-    """The speculative decoding a run's image implies, with the assumption it records (None: none implied)."""
+def mtp_drafts(image: str | None, engine: str, attn_dp: int) -> int | None:
+    """Draft tokens per step of a run in an InferenceX MTP image (the scripts' num_nextn_predict_layers); None for
+    any other run."""
     if not image or engine != "trtllm":
         return None
     normalized = image.replace("#", "/")
     if not any(normalized.endswith(tag) for tag in MTP_IMAGES):
         return None
+    return MTP_DRAFTS_ATTENTION_DP if attn_dp > 1 else MTP_DRAFTS
+
+
+def harness_speculation(image: str | None, engine: str, attn_dp: int) -> tuple[SpecDecode, str] | None:
+    """The speculative decoding a run's image implies, with the assumption it records (None: none implied)."""
+    drafts = mtp_drafts(image, engine, attn_dp)
+    if drafts is None:
+        return None
     from tokensim.validate.rules import speculative_defaults
 
-    drafts = MTP_DRAFTS_ATTENTION_DP if attn_dp > 1 else MTP_DRAFTS
     rates = tuple(float(a) for a in speculative_defaults()["mtp_acceptance"][:drafts])
     spec = SpecDecode(method="mtp", draft_tokens=drafts, acceptance=rates)
     note = (f"speculative decoding: image {image} ran only InferenceX's MTP configurations (nextn {drafts}); "
@@ -52,10 +60,9 @@ def harness_limits(image: str | None, engine: str, attn_dp: int, concurrency: in
     set MAX_BATCH_SIZE = CONC (CONC / 4 under attention DP, CONC itself below 4) and MAX_NUM_TOKENS =
     ((MTP + 1) MAX_BATCH_SIZE + ISL + 64), rounded up to 64: one prompt per step, with no 8,192 floor (the plain
     scripts keep one)."""
-    implied = harness_speculation(image, engine, attn_dp)
-    if implied is None:
+    drafts = mtp_drafts(image, engine, attn_dp)
+    if drafts is None:
         return None
-    spec = implied[0]
     batch = concurrency if attn_dp <= 1 or concurrency < 4 else concurrency // 4
-    tokens = -(-((spec.draft_tokens + 1) * batch + isl + 64) // 64) * 64
+    tokens = -(-((drafts + 1) * batch + isl + 64) // 64) * 64
     return batch, tokens

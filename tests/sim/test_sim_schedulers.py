@@ -197,3 +197,27 @@ def test_vllm_on_a_cpu_schedules_synchronously():
     assert default_scheduler("vllm", load_hardware("cpu-server")).async_scheduling is False
     assert default_scheduler("vllm", load_hardware("h100-sxm")).async_scheduling is True
     assert default_scheduler("vllm", load_hardware("cpu-server"), max_num_seqs=8).max_num_seqs == 8
+
+
+def test_sglang_receives_new_requests_every_recv_interval_decode_steps():
+    """A (100 in, 30 out) arrives on an idle engine and is prefilled at once (step 0-10 ms); B arrives at 15 ms,
+    during A's first decode step. scheduler_recv_interval 1: the overlap scheduler sees B at the step after next
+    (30 ms; the 20 ms step was scheduled while B was not there), B's first token at 40 ms, TTFT 25 ms.
+    scheduler_recv_interval 5: the prefill step leaves the counter at 1,000 (received at 10 ms, before B); the
+    decode steps ending at 20, 30, 40, 50 and 60 ms add 1 each, so the next receive is at 60 ms: B's prefill runs
+    60-70 ms, TTFT 55 ms, with decode-only steps in between."""
+    for interval, ttft_b, prefill_step in ((1, 0.025, 3), (5, 0.055, 6)):
+        res, batches = _run(SglangScheduler(scheduler_recv_interval=interval), [0.0, 0.015], [100, 100], [30, 2])
+        chunks = _chunks(batches)
+        assert chunks[0] == [100] and chunks[prefill_step] == [100]
+        assert all(c == [] for c in chunks[1:prefill_step])
+        ttft = res.requests["first_token_s"] - res.requests["arrival_s"]
+        assert ttft[1] == pytest.approx(ttft_b)
+        assert res.summary["completed"] == 2
+
+
+def test_sglang_recv_interval_does_not_delay_an_idle_engine():
+    """An engine with nothing running loops idle and receives at once: a lone request's TTFT is one step."""
+    res, _ = _run(SglangScheduler(scheduler_recv_interval=30), [0.0, 1.0], [100, 100], [3, 3])
+    ttft = res.requests["first_token_s"] - res.requests["arrival_s"]
+    assert ttft.tolist() == pytest.approx([D, D])

@@ -13,9 +13,14 @@ first, longest prompt on ties) until 20 decode steps of the rest fit; they go ba
 the queue with their KV dropped, and `new_token_ratio` jumps to what the survivors have used.
 Otherwise `new_token_ratio` decays linearly from 0.7 to 0.7 x 0.14 over 600 decode steps.
 The radix cache reuses cached prefixes with LRU eviction (a page size of 1 token).
+With `scheduler_recv_interval` N > 1 (managers/scheduler_recv_skipper.py, `SchedulerRecvSkipper`) the scheduler
+takes new requests off its socket only when a counter reaches N: each decode step (or idle loop) adds 1, any other
+step (prefill, mixed) adds 1,000, so it receives right after a prefill step and otherwise every N decode steps; a
+request that arrives in between waits in the socket. An idle engine spins its loop and receives at once.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -25,11 +30,20 @@ from tokensim.errors import require
 
 
 class _State:
-    __slots__ = ("ratio", "chunked")
+    __slots__ = ("ratio", "chunked", "recv_s", "counter", "counted_s", "last_weight")
 
-    def __init__(self, ratio: float) -> None:
+    def __init__(self, ratio: float, interval: int) -> None:
         self.ratio = ratio
         self.chunked = None
+        self.recv_s = -math.inf          # requests queued after this are still in the socket
+        self.counter = interval          # the skipper starts full: the first loop receives
+        self.counted_s = math.nan        # the loop (time) whose step the counter last took in
+        self.last_weight = 0
+
+
+# scheduler_recv_skipper.py: _WEIGHT_OF_FORWARD_MODE (DECODE, TARGET_VERIFY, None: 1), _DEFAULT_WEIGHT 1000
+RECV_WEIGHT_DECODE = 1
+RECV_WEIGHT_OTHER = 1000
 
 
 @dataclass(frozen=True)
@@ -53,12 +67,14 @@ class SglangScheduler:
     new_token_ratio_decay_steps: int = 600
     retract_decode_steps: int = 20
     clip_max_new_tokens: int = 4096
+    # ServerArgs.scheduler_recv_interval: 1, receive every loop
+    scheduler_recv_interval: int = 1
     # ServerArgs.page_size: 1 token.
     default_block_size: ClassVar[int] = 1
 
     def __post_init__(self) -> None:
         for name in ("chunked_prefill_size", "max_prefill_tokens", "new_token_ratio_decay_steps",
-                     "retract_decode_steps", "clip_max_new_tokens"):
+                     "retract_decode_steps", "clip_max_new_tokens", "scheduler_recv_interval"):
             v = getattr(self, name)
             require(isinstance(v, int) and v >= 1, name, v, "a whole number >= 1")
         if self.max_running_requests is not None:
@@ -79,7 +95,7 @@ class SglangScheduler:
         return self.max_running_requests or (1 << 62)
 
     def new_state(self, engine) -> _State:
-        return _State(self._init_ratio)
+        return _State(self._init_ratio, self.scheduler_recv_interval)
 
     def reject_reason(self, engine, r) -> str | None:
         # PrefillAdder needs prompt + clipped max_new_tokens below the pool to ever admit it.
@@ -92,17 +108,32 @@ class SglangScheduler:
         dec = eng.lanes[lane]
         if not eng.waiting and st.chunked is None and eng.running == 0:
             st.ratio = self._init_ratio          # idle: the estimate starts over
+        if self.scheduler_recv_interval > 1:
+            self._receive(eng, st, now)
         if self._prefill(eng, dec, plan, st, now):
             if self.enable_mixed_chunk and dec.n and eng.try_decode_blocks(lane):
                 plan.decode = True
+            st.last_weight = RECV_WEIGHT_OTHER
             return
         if dec.n:
             self._decode(eng, lane, dec, plan, st, now)
+        st.last_weight = RECV_WEIGHT_DECODE
         plan.steady = not eng.waiting and st.chunked is None
+
+    def _receive(self, eng, st: _State, now: float) -> None:
+        """The recv skipper's count for the step that just ended (once per loop, however often the engine asks),
+        and the receive when it is due; an engine with nothing running loops idle and receives at once."""
+        if now != st.counted_s:
+            st.counted_s = now
+            st.counter += st.last_weight
+        if st.counter >= self.scheduler_recv_interval or (eng.running == 0 and st.chunked is None):
+            st.counter = 0
+            st.recv_s = now
 
     def repeat_steady(self, eng, steps: int) -> None:
         """`steps` more decode steps like the last one: the ratio decays once per step."""
         st = eng.sched
+        st.counter += steps * RECV_WEIGHT_DECODE
         st.ratio = max(st.ratio - steps * (self._init_ratio - self._min_ratio) / self.new_token_ratio_decay_steps,
                        self._min_ratio)
 
@@ -144,7 +175,8 @@ class SglangScheduler:
             if rem_total <= 0 or rem_input <= 0 or rem_chunk <= 0:
                 break
             r = waiting[0]
-            if r.kv_ready or (self.overlap_schedule and eng.unseen(r)):
+            if r.kv_ready or (self.overlap_schedule and eng.unseen(r)) or (
+                    self.scheduler_recv_interval > 1 and r.queued_s > st.recv_s):
                 break
             hit = eng.lookup(r)
             extend = r.num_tokens - hit.tokens

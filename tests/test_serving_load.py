@@ -81,6 +81,7 @@ def test_the_burst_weighs_one_round_in_twenty(cases, table):
     / 10 (the harness' 10 rounds), read here from the simulation's own per-request records."""
     from tokensim.prediction.serving import engine_for
     from tokensim.sim import ClosedLoop, Workload, simulate
+    from tokensim.validate.harness import client_lengths
     from tokensim.validate.load import benchmark_scheduler
 
     c = next(c for c in cases if c.concurrency >= 32 and c.run.engine == "trtllm" and c.run.isl == 8192
@@ -88,7 +89,8 @@ def test_the_burst_weighs_one_round_in_twenty(cases, table):
     clients, n = int(c.concurrency), 3 * int(c.concurrency)
     spec = engine_for(catalog_model(c.run.model), catalog()[c.run.system], c.deployment, constants=table,
                       scheduler=benchmark_scheduler(c))
-    work = Workload(np.zeros(n), np.full(n, c.run.isl, dtype=np.int64), np.full(n, c.run.osl, dtype=np.int64))
+    inputs, outputs, _ = client_lengths(c.run.harness, c.run.isl, c.run.osl, n)     # the run's client's lengths
+    work = Workload(np.zeros(n), inputs, outputs)
     req = simulate(ClosedLoop(clients, work), spec, seed=0).requests
     ttft = req["first_token_s"] - req["arrival_s"]
     burst, later = ttft[:clients].mean(), ttft[clients:].mean()

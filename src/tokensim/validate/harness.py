@@ -1,4 +1,5 @@
-"""What a measured run's benchmark harness did that its row does not say: speculative decoding.
+"""What a measured run's benchmark harness did that its row does not say: speculative decoding, the client's request
+lengths, and SGLang's launch flags (data/serving/harness.toml holds the launch settings, with their sources).
 
 1,541 of silicon_dev.csv's runs (source_file 2026-03-25.csv and 2026-04-06.csv, images written `nvcr.io#nvidia/...`)
 come from SemiAnalysis InferenceX (github.com/SemiAnalysisAI/InferenceX), whose `.github/configs/nvidia-master.yaml`
@@ -22,7 +23,17 @@ assumption each case records.
 """
 from __future__ import annotations
 
+import re
+import tomllib
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
 from tokensim.deploy.deployment import SpecDecode
+
+INFERENCEX = "inferencex"
+AICONFIGURATOR = "aiconfigurator"
 
 MTP_IMAGES = ("tensorrt-llm/release:1.2.0rc6.post3",)
 MTP_DRAFTS = 3                       # num_nextn_predict_layers in the InferenceX MTP scripts ...
@@ -66,3 +77,89 @@ def harness_limits(image: str | None, engine: str, attn_dp: int, concurrency: in
     batch = concurrency if attn_dp <= 1 or concurrency < 4 else concurrency // 4
     tokens = -(-((drafts + 1) * batch + isl + 64) // 64) * 64
     return batch, tokens
+
+
+def harness_of(source: str) -> str | None:
+    """The harness behind a silicon_dev.csv row, from its silicon_data_source: `source_file=<date>.csv` (InferenceX's
+    exports) and `db-dump/<date>` (InferenceX's database) are InferenceX; `source_file=<a path>` is aiconfigurator's
+    own sample (data/serving/harness.toml says how each was told apart); None for anything else."""
+    head = source.split(";")[0].strip()
+    if re.fullmatch(r"source_file=\d{4}-\d{2}-\d{2}\.csv", head) or head.startswith("db-dump/"):
+        return INFERENCEX
+    if head.startswith("source_file="):
+        return AICONFIGURATOR
+    return None
+
+
+@lru_cache(maxsize=1)
+def _harness_data() -> dict:
+    path = resources.files("tokensim") / "data" / "serving" / "harness.toml"
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def client_lengths(harness: str | None, isl: int, osl: int, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """Input and output tokens of `n` requests as the run's client sent them, and the note that says so (None: the
+    row's lengths as stated). InferenceX's client draws each uniformly from [int(0.8 L), L] (harness.toml [client]);
+    the draw is seeded, so a run simulates the same way every time."""
+    if harness != INFERENCEX:
+        return np.full(n, isl, dtype=np.int64), np.full(n, osl, dtype=np.int64), None
+    client = _harness_data()["client"]
+    ratio = float(client["range_ratio"])
+    rng = np.random.default_rng(seed)
+    inputs = rng.integers(max(1, int(isl * ratio)), isl + 1, n)
+    outputs = rng.integers(max(1, int(osl * ratio)), osl + 1, n)
+    note = (f"request lengths: InferenceX's client draws input and output tokens uniformly from "
+            f"[{ratio:g} L, L] (random-range-ratio {ratio:g}): {int(isl * ratio)}-{isl} in, {int(osl * ratio)}-{osl} out, "
+            f"mean %d in, %d out (harness)" % mean_lengths(harness, isl, osl))
+    return inputs.astype(np.int64), outputs.astype(np.int64), note
+
+
+def mean_lengths(harness: str | None, isl: int, osl: int) -> tuple[int, int]:
+    """The mean input and output tokens of the requests `client_lengths` draws (the row's own where it draws none):
+    the mean of uniform integers in [a, L] is (a + L) / 2, rounded."""
+    if harness != INFERENCEX:
+        return isl, osl
+    ratio = float(_harness_data()["client"]["range_ratio"])
+    return tuple(int(round((max(1, int(n * ratio)) + n) / 2)) for n in (isl, osl))
+
+
+def _version_tuple(version: str) -> tuple[int, ...] | None:
+    parts = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version or "")
+    return tuple(int(p or 0) for p in parts.groups()) if parts else None
+
+
+def sglang_launch(harness: str | None, model: str, system: str, weights: str | None, version: str | None, tp: int,
+                  isl: int, osl: int, clients: int) -> tuple[dict, str] | None:
+    """SglangScheduler settings the run's launch script gave SGLang, with the note that says where they come from;
+    None when the harness's launch is not known (the generator's rule stands)."""
+    data = _harness_data()
+    if harness == INFERENCEX:
+        for e in data["sglang"]:
+            if model not in e["models"] or system != e["system"] or weights != e["weights"]:
+                continue
+            if "when_tp" in e and tp != e["when_tp"]:
+                continue
+            if "when_lengths" in e and [isl, osl] != list(e["when_lengths"]):
+                continue
+            settings: dict = {"enable_mixed_chunk": False}
+            if "max_running_requests" in e:
+                cap = e["max_running_requests"]
+                settings["max_running_requests"] = clients if cap == "clients" else int(cap)
+            for key in ("chunked_prefill_size", "max_prefill_tokens"):
+                if key in e:
+                    settings[key] = int(e[key])
+            if "scheduler_recv_interval" in e:
+                low = clients < e.get("low_clients", 0)
+                settings["scheduler_recv_interval"] = int(e["scheduler_recv_interval_low"] if low else e["scheduler_recv_interval"])
+            told = ", ".join(f"{k} {v}" for k, v in settings.items())
+            return settings, f"SGLang launch: InferenceX {e['config']}: {told} ({e['scripts']}) (harness)"
+        return None
+    if harness == AICONFIGURATOR:
+        start = _version_tuple(data["aiconfigurator"]["sglang_mixed_chunk_from"])
+        found = _version_tuple(version or "")
+        if found is not None and start is not None and found < start:
+            return {"enable_mixed_chunk": False}, (
+                f"SGLang launch: aiconfigurator's generator wrote no --enable-mixed-chunk before 2026-01-19; SGLang "
+                f"{version} is older than the first release templated after it ({data['aiconfigurator']['sglang_mixed_chunk_from']}), "
+                f"so its run is taken to predate the flag (harness)")
+    return None

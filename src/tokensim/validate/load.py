@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +24,8 @@ from tokensim.prediction.serving import engine_for, read_trace_folder, trace_eng
 from tokensim.sim import ClosedLoop, Workload, load_trace, load_trace_measurements, simulate
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model, find_name
-from tokensim.validate.harness import harness_limits
-from tokensim.validate.serving import ServingCase
+from tokensim.validate.harness import client_lengths, harness_limits
+from tokensim.validate.serving import ServingCase, harness_launch
 
 STATS = ("mean", "p50", "p90", "p99")
 
@@ -137,7 +137,9 @@ def benchmark_scheduler(case: ServingCase):
     limits = harness_limits(run.image, run.engine, d.attn_dp, int(run.concurrency), run.isl)
     if limits is not None:          # a harness whose launch script is public: its own settings (validate.harness)
         return pool_scheduler(d.engine, d.attn_dp, limits[0], run.isl, limits[1])
-    return pool_scheduler(d.engine, d.attn_dp, per_rank_batch(case), run.isl)
+    scheduler = pool_scheduler(d.engine, d.attn_dp, per_rank_batch(case), run.isl)
+    launch = harness_launch(run, d, case.concurrency, case.prefill_in_decode)
+    return scheduler if launch is None else replace(scheduler, **launch[0])
 
 
 def engine_release(run) -> str | None:
@@ -226,8 +228,8 @@ def disaggregated(case: ServingCase, constants: ConstantsTable | None = None):
 # The benchmark protocol behind silicon_dev.csv: closed-loop clients whose measured requests start together on an
 # idle server (aiperf 0.3 and genai-perf run the profiling phase only after every warm-up request has returned:
 # aiperf timing/credit_issuing_strategy.py), so the mean covers that burst and the closed-loop rounds after it.
-# Rounds: the harness that measured the rows is not public; aiconfigurator's own benchmark runner asked for 10 C
-# requests ("assume we have requests 10x of concurrency ... to mitigate the impact of first round latency",
+# Rounds: InferenceX's client sends 10 C prompts (data/serving/harness.toml [client]); aiconfigurator's own
+# benchmark runner asked for 10 C requests ("assume we have requests 10x of concurrency ... to mitigate the impact of first round latency",
 # aic-core backends/trtllm_backend.py before commit 4b9d9dc51; eval/benchmarks/genai_perf_runner.py:
 # --request-count C*10 --warmup-request-count C*2), its later bench_run.sh 50 C and then 20 C. Ten rounds it is.
 MEASURED_ROUNDS = 10
@@ -237,8 +239,9 @@ def simulate_case(case: ServingCase, constants: ConstantsTable | None = None, ro
                   spread_s: float = 0.0, think_s: float = 0.0) -> LoadResult:
     """One fixed-concurrency run, simulated as aiperf measures it: C closed-loop clients starting together on an idle
     engine. `rounds` rounds of C requests stand for aiperf's MEASURED_ROUNDS: the first (the burst) weighs 1 /
-    MEASURED_ROUNDS of the mean, the later ones together the rest, as in a full run. The engine's request path
-    (request_overhead_s) is added to every TTFT."""
+    MEASURED_ROUNDS of the mean, the later ones together the rest, as in a full run (InferenceX's client also sends
+    10 C prompts). The requests' lengths are the row's, or drawn as the run's client drew them
+    (`validate.harness.client_lengths`). The engine's request path (request_overhead_s) is added to every TTFT."""
     run = case.run
     model, hw = catalog_model(run.model), catalog()[run.system]
     spec = None if case.prefill_in_decode else disaggregated(case, constants)
@@ -249,7 +252,8 @@ def simulate_case(case: ServingCase, constants: ConstantsTable | None = None, ro
     n = rounds * clients
     if spec is None:
         spec = worker_engine(case, model, hw, constants)
-    work = Workload(np.zeros(n), np.full(n, run.isl, dtype=np.int64), np.full(n, run.osl, dtype=np.int64))
+    inputs, outputs, _ = client_lengths(run.harness, run.isl, run.osl, n)
+    work = Workload(np.zeros(n), inputs, outputs)
     result = simulate(ClosedLoop(clients, work, start_spread_s=spread_s, think_s=think_s), spec, seed=0)
     req = result.requests
     done = np.isfinite(req["last_token_s"]) & (req["tokens"] > 1)

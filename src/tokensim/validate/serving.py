@@ -31,7 +31,7 @@ from tokensim.prediction.predictor import draft_step_s
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model
 from tokensim.specs.model.spec import MoE
-from tokensim.validate.harness import harness_speculation
+from tokensim.validate.harness import client_lengths, harness_speculation, mean_lengths, sglang_launch
 from tokensim.validate.serving_rows import Pool, SiliconRun
 
 LOW_PRECISION = ("fp8", "nvfp4", "mxfp4", "fp4", "int4")
@@ -155,9 +155,11 @@ def _redundant_slots(model, ep: int) -> tuple[int, int]:
 
 
 def _worker(run: SiliconRun, pool: Pool, model, tp: int, adp: int, ep: int, kv: str, batch: int) -> Deployment:
+    """One worker as a deployment; its lengths are the mean of what the run's client sent (`harness.mean_lengths`)."""
+    isl, osl = mean_lengths(run.harness, run.isl, run.osl)
     dep = Deployment(tp=tp, pp=pool.pp, attn_dp=adp, ep=ep, weights=run.gemm_weights or run.weights,
                      expert_weights=run.moe_weights if model.is_moe else None, kv=kv, engine=run.engine,
-                     batch=max(1, batch), input_tokens=run.isl, output_tokens=run.osl, overlap_comm=ep > 1,
+                     batch=max(1, batch), input_tokens=isl, output_tokens=osl, overlap_comm=ep > 1,
                      redundant_experts=_redundant_slots(model, ep)[1])
     check_against_model(model, dep)
     return dep
@@ -198,6 +200,12 @@ def serving_case(run: SiliconRun) -> ServingCase:
     if implied is not None:
         dep = replace(dep, spec=implied[0])
         notes.append(implied[1])
+    launch = harness_launch(run, dep, concurrency, run.agg is not None)
+    if launch is not None:
+        notes.append(launch[1])
+    lengths_note = client_lengths(run.harness, run.isl, run.osl, 0)[2]
+    if lengths_note:
+        notes.append(lengths_note)
     cap = pool.batch_size if run.agg is not None else None
     if cap is not None and cap < concurrency / adp:
         # 29 TensorRT-LLM runs state more clients than batch_size x attention_dp (27 of them exactly batch_size x tp),
@@ -207,6 +215,14 @@ def serving_case(run: SiliconRun) -> ServingCase:
                      f"(the stated batch size read as per GPU; measured TTFTs show no queue behind it) (rule)")
         cap = math.ceil(concurrency / adp)
     return ServingCase(run, dep, concurrency, run.agg is not None, tuple(notes), cap)
+
+
+def harness_launch(run: SiliconRun, dep: Deployment, concurrency: float, agg: bool) -> tuple[dict, str] | None:
+    """The SGLang flags an aggregated run's harness launched it with (`validate.harness.sglang_launch`), or None."""
+    if run.engine != "sglang" or not agg:
+        return None
+    return sglang_launch(run.harness, run.model, run.system, run.weights, run.engine_version, dep.tp, run.isl, run.osl,
+                         max(1, int(round(concurrency))))
 
 
 def steady_tpot(cases: list[ServingCase], constants: ConstantsTable | None = None) -> np.ndarray:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tokensim.errors import TokensimError
 from tokensim.specs.model import catalog as model_catalog
+from tokensim.validate.harness import harness_of
 from tokensim.validate.names import match_hardware, match_model
 from tokensim.validate.parse import Skip, count, kv_cell, layout, precision_word, unstated, weights_cell
 
@@ -85,6 +86,7 @@ class SiliconRun:
     tpot_s: float
     measured: str | None                # YYYY-MM-DD
     assumptions: tuple[str, ...] = ()
+    harness: str | None = None          # the benchmark harness behind the row (validate.harness.harness_of)
 
     @property
     def chips(self) -> int | None:
@@ -246,12 +248,13 @@ def silicon_run(raw: Mapping[str, str]) -> SiliconRun:
     measured = re.match(r"\d{4}-\d{2}-\d{2}", fields.get("measured", ""))
     if not measured:
         notes.append("measurement date: not stated")
+    harness = harness_of(raw.get("silicon_data_source") or "")
     return SiliconRun(
         id=row_id, engine=(raw.get("backend") or "").strip().lower(), engine_version=_engine_version(raw, fields, notes),
         image=fields.get("image"), model=found.name, model_path=(raw.get("model_path") or "").strip(), system=system.name,
         weights=weights, gemm_weights=gemm, moe_weights=moe, kv=None, mode=mode, isl=isl, osl=osl, concurrency=stated,
         agg=agg, prefill=prefill, decode=decode, ttft_s=times["silicon_ttft_ms"], tpot_s=times["silicon_tpot_ms"],
-        measured=measured.group(0) if measured else None, assumptions=tuple(notes),
+        measured=measured.group(0) if measured else None, assumptions=tuple(notes), harness=harness,
     )
 
 

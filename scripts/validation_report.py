@@ -75,9 +75,14 @@ def section(sample: int = 0) -> str:
               "predicted with the constants `tokensim fit` refitted without its (system, engine) pair. Each run is simulated "
               "the way its benchmark ran: closed-loop clients whose measured requests start together on an idle engine, "
               "10 rounds, the engine's scheduler with the settings aiconfigurator's generator writes (running batch capped at "
-              "the configured batch, token budget batch + isl + 1,500 per attention rank), except the 88 DeepSeek-R1 runs "
-              "in InferenceX's MTP image: they run with their MTP drafts (acceptance 0.85, 0.72, 0.60 per chained draft, "
-              "the shipped MTP default) and that launch script's token budget (`tokensim/validate/harness.py`). "
+              "the configured batch, token budget batch + isl + 1,500 per attention rank), and what each run's harness did "
+              "that its row does not say (`tokensim/data/serving/harness.toml`, sources there): aiconfigurator's own SGLang "
+              "0.5.1 runs without the mixed chunked prefill its generator wrote only from 2026-01-19; the 88 DeepSeek-R1 runs in InferenceX's MTP "
+              "image with their MTP drafts (acceptance 0.85, 0.72, 0.60 per chained draft, the shipped MTP default) and "
+              "that launch script's token budget (`tokensim/validate/harness.py`). InferenceX's client, which draws request "
+              "lengths uniformly in [0.8 L, L] for its 2,049 runs, is not simulated: modelled with its SGLang scripts' "
+              "flags, it made these errors worse after a refit (TTFT 31.8 -> 33.1 %, steady TPOT 11.8 -> 12.9 %; "
+              "`harness.SIMULATE_INFERENCEX_CLIENT`). "
               "Peer figures: aiconfigurator 0.12 "
               "on 284 of its own configurations, TTFT median 47 %, TPOT 17 %; LLMServingSim on its own traces in brackets.", "",
               "| what (leaving each (system, engine) pair out) | runs | median abs. error | 90th pct |", "|---|---|---|---|",

@@ -20,14 +20,16 @@ def test_inferencex_lengths_are_uniform_integers_between_0_8_l_and_l():
     """benchmark_serving.py: np.random.randint(int(0.8 L), L + 1): for L = 1024 the draws lie in [819, 1024] and
     their mean is (819 + 1024) / 2 = 921.5 (within 3 standard errors: sd of a uniform over 206 values is 59.5, so
     over 20,000 draws 0.42 tokens x 3 = 1.3)."""
-    inputs, outputs, note = client_lengths(INFERENCEX, 1024, 8192, 20_000)
+    inputs, outputs, note = client_lengths(INFERENCEX, 1024, 8192, 20_000, inferencex_client=True)
     assert inputs.min() >= 819 and inputs.max() <= 1024
     assert outputs.min() >= 6553 and outputs.max() <= 8192
     assert abs(inputs.mean() - 921.5) < 1.3
     assert "random-range-ratio 0.8" in note
-    again = client_lengths(INFERENCEX, 1024, 8192, 20_000)
+    again = client_lengths(INFERENCEX, 1024, 8192, 20_000, inferencex_client=True)
     assert np.array_equal(inputs, again[0]) and np.array_equal(outputs, again[1])      # seeded: the same every run
-    assert mean_lengths(INFERENCEX, 1024, 8192) == (922, 7372)          # (819 + 1024) / 2 = 921.5; (6553 + 8192) / 2
+    assert mean_lengths(INFERENCEX, 1024, 8192, inferencex_client=True) == (922, 7372)          # (819 + 1024) / 2 = 921.5; (6553 + 8192) / 2
+    assert client_lengths(INFERENCEX, 1024, 128, 3)[2] is None      # off by default (harness.SIMULATE_INFERENCEX_CLIENT)
+    assert mean_lengths(INFERENCEX, 1024, 128) == (1024, 128)
     fixed = client_lengths(AICONFIGURATOR, 1024, 128, 5)
     assert fixed[0].tolist() == [1024] * 5 and fixed[1].tolist() == [128] * 5 and fixed[2] is None
     assert mean_lengths(None, 1024, 128) == (1024, 128)
@@ -37,20 +39,20 @@ def test_inferencex_sglang_scripts_flags():
     """dsr1_fp8_b200.sh: TP 8 -> --max-running-requests 128, --chunked-prefill-size 32768, --max-prefill-tokens
     32768, --scheduler-recv-interval 30 at 16 or more clients (10 below); TP 4 -> 32, 8192, 8192, 10. No script
     passes --enable-mixed-chunk."""
-    tp8, note = sglang_launch(INFERENCEX, "deepseek-r1", "b200", "fp8", "0.5.9", 8, 1024, 1024, 64)
+    tp8, note = sglang_launch(INFERENCEX, "deepseek-r1", "b200", "fp8", "0.5.9", 8, 1024, 1024, 64, inferencex_client=True)
     assert tp8 == {"enable_mixed_chunk": False, "max_running_requests": 128, "chunked_prefill_size": 32768,
                    "max_prefill_tokens": 32768, "scheduler_recv_interval": 30}
     assert "dsr1-fp8-b200" in note
-    assert sglang_launch(INFERENCEX, "deepseek-v3", "b200", "fp8", None, 8, 1024, 1024, 8)[0]["scheduler_recv_interval"] == 10
-    tp4 = sglang_launch(INFERENCEX, "deepseek-r1", "b200", "fp8", "0.5.9", 4, 8192, 1024, 16)[0]
+    assert sglang_launch(INFERENCEX, "deepseek-v3", "b200", "fp8", None, 8, 1024, 1024, 8, inferencex_client=True)[0]["scheduler_recv_interval"] == 10
+    tp4 = sglang_launch(INFERENCEX, "deepseek-r1", "b200", "fp8", "0.5.9", 4, 8192, 1024, 16, inferencex_client=True)[0]
     assert (tp4["max_running_requests"], tp4["chunked_prefill_size"], tp4["scheduler_recv_interval"]) == (32, 8192, 10)
     # glm5_fp8_b200.sh: --max-running-requests $CONC
-    assert sglang_launch(INFERENCEX, "glm-5", "b200", "fp8", None, 8, 1024, 1024, 48)[0]["max_running_requests"] == 48
+    assert sglang_launch(INFERENCEX, "glm-5", "b200", "fp8", None, 8, 1024, 1024, 48, inferencex_client=True)[0]["max_running_requests"] == 48
     # dsr1_fp8_h200.sh: 512 running requests for 1k/1k, 256 otherwise; no recv interval (SGLang's default 1)
-    assert sglang_launch(INFERENCEX, "deepseek-r1", "h200", "fp8", "0.5.9", 8, 1024, 1024, 4)[0]["max_running_requests"] == 512
-    h200 = sglang_launch(INFERENCEX, "deepseek-r1", "h200", "fp8", "0.5.9", 8, 8192, 1024, 4)[0]
+    assert sglang_launch(INFERENCEX, "deepseek-r1", "h200", "fp8", "0.5.9", 8, 1024, 1024, 4, inferencex_client=True)[0]["max_running_requests"] == 512
+    h200 = sglang_launch(INFERENCEX, "deepseek-r1", "h200", "fp8", "0.5.9", 8, 8192, 1024, 4, inferencex_client=True)[0]
     assert h200["max_running_requests"] == 256 and "scheduler_recv_interval" not in h200
-    assert sglang_launch(INFERENCEX, "qwen3-32b", "h100-sxm", None, None, 2, 1024, 128, 4) is None
+    assert sglang_launch(INFERENCEX, "qwen3-32b", "h100-sxm", None, None, 2, 1024, 128, 4, inferencex_client=True) is None
 
 
 def test_aiconfigurator_sglang_runs_before_0_5_6_do_not_mix_chunks():
@@ -65,15 +67,12 @@ def cases():
 
 
 def test_cases_carry_the_harness_and_its_settings(cases):
-    """An InferenceX SGLang run gets its script's flags and the client's mean lengths, and says so."""
-    c = next(c for c in cases if c.run.harness == INFERENCEX and c.run.engine == "sglang" and c.run.mode == "agg"
-             and c.run.model == "deepseek-r1" and c.run.system == "b200" and c.run.weights == "fp8"
-             and c.deployment.tp == 8 and c.concurrency >= 16)
-    s = benchmark_scheduler(c)
-    assert (s.enable_mixed_chunk, s.scheduler_recv_interval, s.chunked_prefill_size) == (False, 30, 32768)
-    assert (c.deployment.input_tokens, c.deployment.output_tokens) == mean_lengths(INFERENCEX, c.run.isl, c.run.osl)
-    assert any("InferenceX dsr1-fp8-b200" in a for a in c.assumptions)
-    assert any("random-range-ratio" in a for a in c.assumptions)
+    """Every row knows its harness; InferenceX's runs keep their stated lengths and the generator's settings while its
+    client is not simulated (harness.SIMULATE_INFERENCEX_CLIENT); aiconfigurator's SGLang 0.5.1 runs mix no chunks."""
+    assert {c.run.harness for c in cases} == {INFERENCEX, AICONFIGURATOR}
+    c = next(c for c in cases if c.run.harness == INFERENCEX and c.run.engine == "sglang" and c.run.mode == "agg")
+    assert (c.deployment.input_tokens, c.deployment.output_tokens) == (c.run.isl, c.run.osl)
+    assert benchmark_scheduler(c).scheduler_recv_interval == 1
     aic = next(c for c in cases if c.run.harness == AICONFIGURATOR and c.run.engine == "sglang"
                and c.run.engine_version == "0.5.1.post1")
     assert benchmark_scheduler(aic).enable_mixed_chunk is False

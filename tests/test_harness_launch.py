@@ -4,8 +4,7 @@ prefill before 2026-01-19. Expected values are the scripts' own (data/serving/ha
 import numpy as np
 import pytest
 
-from tokensim.validate.harness import (AICONFIGURATOR, INFERENCEX, client_lengths, harness_of, mean_lengths,
-                                       sglang_launch)
+from tokensim.validate.harness import AICONFIGURATOR, INFERENCEX, client_lengths, harness_of, mean_lengths, sglang_launch
 from tokensim.validate.load import benchmark_scheduler, shipped_silicon_cases
 
 
@@ -27,7 +26,8 @@ def test_inferencex_lengths_are_uniform_integers_between_0_8_l_and_l():
     assert "random-range-ratio 0.8" in note
     again = client_lengths(INFERENCEX, 1024, 8192, 20_000, inferencex_client=True)
     assert np.array_equal(inputs, again[0]) and np.array_equal(outputs, again[1])      # seeded: the same every run
-    assert mean_lengths(INFERENCEX, 1024, 8192, inferencex_client=True) == (922, 7372)          # (819 + 1024) / 2 = 921.5; (6553 + 8192) / 2
+    # (819 + 1024) / 2 = 921.5 -> 922; (6553 + 8192) / 2 = 7372.5 -> 7372
+    assert mean_lengths(INFERENCEX, 1024, 8192, inferencex_client=True) == (922, 7372)
     assert client_lengths(INFERENCEX, 1024, 128, 3)[2] is None      # off by default (harness.SIMULATE_INFERENCEX_CLIENT)
     assert mean_lengths(INFERENCEX, 1024, 128) == (1024, 128)
     fixed = client_lengths(AICONFIGURATOR, 1024, 128, 5)
@@ -43,13 +43,16 @@ def test_inferencex_sglang_scripts_flags():
     assert tp8 == {"enable_mixed_chunk": False, "max_running_requests": 128, "chunked_prefill_size": 32768,
                    "max_prefill_tokens": 32768, "scheduler_recv_interval": 30}
     assert "dsr1-fp8-b200" in note
-    assert sglang_launch(INFERENCEX, "deepseek-v3", "b200", "fp8", None, 8, 1024, 1024, 8, inferencex_client=True)[0]["scheduler_recv_interval"] == 10
+    few = sglang_launch(INFERENCEX, "deepseek-v3", "b200", "fp8", None, 8, 1024, 1024, 8, inferencex_client=True)
+    assert few[0]["scheduler_recv_interval"] == 10
     tp4 = sglang_launch(INFERENCEX, "deepseek-r1", "b200", "fp8", "0.5.9", 4, 8192, 1024, 16, inferencex_client=True)[0]
     assert (tp4["max_running_requests"], tp4["chunked_prefill_size"], tp4["scheduler_recv_interval"]) == (32, 8192, 10)
     # glm5_fp8_b200.sh: --max-running-requests $CONC
-    assert sglang_launch(INFERENCEX, "glm-5", "b200", "fp8", None, 8, 1024, 1024, 48, inferencex_client=True)[0]["max_running_requests"] == 48
+    glm = sglang_launch(INFERENCEX, "glm-5", "b200", "fp8", None, 8, 1024, 1024, 48, inferencex_client=True)
+    assert glm[0]["max_running_requests"] == 48
     # dsr1_fp8_h200.sh: 512 running requests for 1k/1k, 256 otherwise; no recv interval (SGLang's default 1)
-    assert sglang_launch(INFERENCEX, "deepseek-r1", "h200", "fp8", "0.5.9", 8, 1024, 1024, 4, inferencex_client=True)[0]["max_running_requests"] == 512
+    h200_1k = sglang_launch(INFERENCEX, "deepseek-r1", "h200", "fp8", "0.5.9", 8, 1024, 1024, 4, inferencex_client=True)
+    assert h200_1k[0]["max_running_requests"] == 512
     h200 = sglang_launch(INFERENCEX, "deepseek-r1", "h200", "fp8", "0.5.9", 8, 8192, 1024, 4, inferencex_client=True)[0]
     assert h200["max_running_requests"] == 256 and "scheduler_recv_interval" not in h200
     assert sglang_launch(INFERENCEX, "qwen3-32b", "h100-sxm", None, None, 2, 1024, 128, 4, inferencex_client=True) is None

@@ -35,7 +35,7 @@ GENERATOR_TRTLLM_FREE_FRACTION = 0.80
 SGLANG_NEW_RESERVE_FROM = (0, 5, 3)
 
 
-def _release(version: str | None) -> tuple[int, int, int] | None:
+def release_tuple(version: str | None) -> tuple[int, int, int] | None:
     """(major, minor, patch) of a release string like '0.5.1.post1' or 'v0.5.8-cu130'; None when it names no release
     (an image tag like 'nightly-dev', an empty field)."""
     m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", (version or "").strip())
@@ -66,7 +66,7 @@ def sglang_reserved_mib(gpu_mib: float, version: str | None, *, gpus: int, attn_
     model. From v0.5.3 on (and for a version that names no release): 512 MiB + 1.5 x max(chunk, 2048) + 2 x cuda-graph
     batch + gpus / 8 GiB; with DP attention + 3 x graph batch x dp (+ 1.5 x more above a graph batch of 300); at least
     10 GiB on GPUs above 60 GiB; + 2 GiB with a draft model."""
-    release = _release(version)
+    release = release_tuple(version)
     gib = gpu_mib / 1024
     if release is not None and release < SGLANG_NEW_RESERVE_FROM:
         if gib < 35:

@@ -31,6 +31,7 @@ from importlib import resources
 import numpy as np
 
 from tokensim.deploy.deployment import SpecDecode
+from tokensim.prediction.kv_pool import release_tuple
 
 INFERENCEX = "inferencex"
 AICONFIGURATOR = "aiconfigurator"
@@ -112,17 +113,26 @@ def client_lengths(harness: str | None, isl: int, osl: int, n: int, seed: int = 
     row's lengths as stated). InferenceX's client draws each uniformly from [int(0.8 L), L] (harness.toml [client]);
     the draw is seeded, so a run simulates the same way every time. `inferencex_client` False: every row's lengths
     as stated (SIMULATE_INFERENCEX_CLIENT says why that is the default)."""
-    if harness != INFERENCEX or not inferencex_client:
+    note = lengths_note(harness, isl, osl, inferencex_client)
+    if note is None:
         return np.full(n, isl, dtype=np.int64), np.full(n, osl, dtype=np.int64), None
-    client = _harness_data()["client"]
-    ratio = float(client["range_ratio"])
+    ratio = float(_harness_data()["client"]["range_ratio"])
     rng = np.random.default_rng(seed)
     inputs = rng.integers(max(1, int(isl * ratio)), isl + 1, n)
     outputs = rng.integers(max(1, int(osl * ratio)), osl + 1, n)
-    note = (f"request lengths: InferenceX's client draws input and output tokens uniformly from "
-            f"[{ratio:g} L, L] (random-range-ratio {ratio:g}): {int(isl * ratio)}-{isl} in, {int(osl * ratio)}-{osl} out, "
-            f"mean %d in, %d out (harness)" % mean_lengths(harness, isl, osl))
     return inputs.astype(np.int64), outputs.astype(np.int64), note
+
+
+def lengths_note(harness: str | None, isl: int, osl: int,
+                 inferencex_client: bool = SIMULATE_INFERENCEX_CLIENT) -> str | None:
+    """The assumption `client_lengths` records for a run's lengths; None where they are the row's as stated."""
+    if harness != INFERENCEX or not inferencex_client:
+        return None
+    ratio = float(_harness_data()["client"]["range_ratio"])
+    mean_in, mean_out = mean_lengths(harness, isl, osl, inferencex_client)
+    return (f"request lengths: InferenceX's client draws input and output tokens uniformly from [{ratio:g} L, L] "
+            f"(random-range-ratio {ratio:g}): {int(isl * ratio)}-{isl} in, {int(osl * ratio)}-{osl} out, "
+            f"mean {mean_in} in, {mean_out} out (harness)")
 
 
 def mean_lengths(harness: str | None, isl: int, osl: int,
@@ -133,11 +143,6 @@ def mean_lengths(harness: str | None, isl: int, osl: int,
         return isl, osl
     ratio = float(_harness_data()["client"]["range_ratio"])
     return tuple(int(round((max(1, int(n * ratio)) + n) / 2)) for n in (isl, osl))
-
-
-def _version_tuple(version: str) -> tuple[int, ...] | None:
-    parts = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version or "")
-    return tuple(int(p or 0) for p in parts.groups()) if parts else None
 
 
 def sglang_launch(harness: str | None, model: str, system: str, weights: str | None, version: str | None, tp: int,
@@ -167,16 +172,17 @@ def sglang_launch(harness: str | None, model: str, system: str, weights: str | N
                     settings[key] = int(e[key])
             if "scheduler_recv_interval" in e:
                 low = clients < e.get("low_clients", 0)
-                settings["scheduler_recv_interval"] = int(e["scheduler_recv_interval_low"] if low else e["scheduler_recv_interval"])
+                key = "scheduler_recv_interval_low" if low else "scheduler_recv_interval"
+                settings["scheduler_recv_interval"] = int(e[key])
             told = ", ".join(f"{k} {v}" for k, v in settings.items())
             return settings, f"SGLang launch: InferenceX {e['config']}: {told} ({e['scripts']}) (harness)"
         return None
     if harness == AICONFIGURATOR:
-        start = _version_tuple(data["aiconfigurator"]["sglang_mixed_chunk_from"])
-        found = _version_tuple(version or "")
+        start = release_tuple(data["aiconfigurator"]["sglang_mixed_chunk_from"])
+        found = release_tuple(version)
         if found is not None and start is not None and found < start:
             return {"enable_mixed_chunk": False}, (
                 f"SGLang launch: aiconfigurator's generator wrote no --enable-mixed-chunk before 2026-01-19; SGLang "
-                f"{version} is older than the first release templated after it ({data['aiconfigurator']['sglang_mixed_chunk_from']}), "
-                f"so its run is taken to predate the flag (harness)")
+                f"{version} is older than the first release templated after it "
+                f"({data['aiconfigurator']['sglang_mixed_chunk_from']}), so its run is taken to predate the flag (harness)")
     return None

@@ -229,7 +229,8 @@ def disaggregated(case: ServingCase, constants: ConstantsTable | None = None):
 # idle server (aiperf 0.3 and genai-perf run the profiling phase only after every warm-up request has returned:
 # aiperf timing/credit_issuing_strategy.py), so the mean covers that burst and the closed-loop rounds after it.
 # Rounds: InferenceX's client sends 10 C prompts (data/serving/harness.toml [client]); aiconfigurator's own
-# benchmark runner asked for 10 C requests ("assume we have requests 10x of concurrency ... to mitigate the impact of first round latency",
+# benchmark runner asked for 10 C requests ("assume we have requests 10x of concurrency ... to mitigate the impact
+# of first round latency",
 # aic-core backends/trtllm_backend.py before commit 4b9d9dc51; eval/benchmarks/genai_perf_runner.py:
 # --request-count C*10 --warmup-request-count C*2), its later bench_run.sh 50 C and then 20 C. Ten rounds it is.
 MEASURED_ROUNDS = 10

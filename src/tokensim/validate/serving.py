@@ -31,7 +31,7 @@ from tokensim.prediction.predictor import draft_step_s
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model
 from tokensim.specs.model.spec import MoE
-from tokensim.validate.harness import client_lengths, harness_speculation, mean_lengths, sglang_launch
+from tokensim.validate.harness import harness_speculation, lengths_note, mean_lengths, sglang_launch
 from tokensim.validate.serving_rows import Pool, SiliconRun
 
 LOW_PRECISION = ("fp8", "nvfp4", "mxfp4", "fp4", "int4")
@@ -203,9 +203,9 @@ def serving_case(run: SiliconRun) -> ServingCase:
     launch = harness_launch(run, dep, concurrency, run.agg is not None)
     if launch is not None:
         notes.append(launch[1])
-    lengths_note = client_lengths(run.harness, run.isl, run.osl, 0)[2]
-    if lengths_note:
-        notes.append(lengths_note)
+    drawn = lengths_note(run.harness, run.isl, run.osl)
+    if drawn:
+        notes.append(drawn)
     cap = pool.batch_size if run.agg is not None else None
     if cap is not None and cap < concurrency / adp:
         # 29 TensorRT-LLM runs state more clients than batch_size x attention_dp (27 of them exactly batch_size x tp),

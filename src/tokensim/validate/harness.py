@@ -142,7 +142,9 @@ def mean_lengths(harness: str | None, isl: int, osl: int,
     if harness != INFERENCEX or not inferencex_client:
         return isl, osl
     ratio = float(_harness_data()["client"]["range_ratio"])
-    return tuple(int(round((max(1, int(n * ratio)) + n) / 2)) for n in (isl, osl))
+    def mean(n: int) -> int:
+        return int(round((max(1, int(n * ratio)) + n) / 2))
+    return mean(isl), mean(osl)
 
 
 def sglang_launch(harness: str | None, model: str, system: str, weights: str | None, version: str | None, tp: int,

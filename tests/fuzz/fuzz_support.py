@@ -24,8 +24,10 @@ REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "src" / "tokensim" / "data"
 
 # No example database (nothing written beside the repository), a deadline per example, few examples: the
-# whole suite stays under about a minute.
+# whole suite stays under about a minute. A failure prints its @reproduce_failure blob (print_blob), so a
+# failing random example found once in CI can be replayed exactly although no database keeps it.
 FUZZ = settings(max_examples=150, deadline=timedelta(seconds=EXAMPLE_LIMIT_S), database=None, derandomize=False,
+                print_blob=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                        HealthCheck.data_too_large])
 

@@ -136,6 +136,44 @@ def test_trtllm_context_chunking_in_whole_blocks():
     assert res.summary["rejected"] == {"total": 1, "reasons": {"token_budget": 1}}
 
 
+def _adp_ttfts(arrivals, **kw):
+    sched = TrtllmScheduler(attention_dp_ranks=2, attention_dp_balance=True, attention_dp_timeout_iters=5,
+                            overlap_scheduler=False, **kw)
+    res, _ = _run(sched, arrivals, [10] * len(arrivals), [100] * len(arrivals))
+    req = res.requests
+    return (req["first_token_s"] - req["arrival_s"]).tolist()
+
+
+def test_trtllm_attention_dp_balance_holds_a_lone_context_until_the_timeout():
+    """Two ranks, timeout 5 iterations, steps of 10 ms. A and B prefill together at t = 0 (no rank generates yet,
+    so nothing is held) and decode from 0.01 on; with no context request the held-iterations counter counts every
+    loop, 1 at 0.01 ... 5 at 0.05 (release, back to 0), 1 at 0.06. C arrives at 0.062 and is first seen at 0.07
+    (counter 2); alone it is one context for two ranks, so it waits for 3, 4 and 5 at 0.10 and prefills in
+    [0.10, 0.11]: TTFT 0.11 - 0.062 = 0.048 s. Without balancing it prefills in [0.07, 0.08]: 0.018 s."""
+    ttft = _adp_ttfts([0.0, 0.0, 0.062], attention_dp_batching_wait_iters=0)
+    assert ttft[2] == pytest.approx(0.048)
+    # skipping ahead through runs of decode steps counts them too (the scheduler's repeat_steady)
+    sched = TrtllmScheduler(attention_dp_ranks=2, attention_dp_balance=True, attention_dp_timeout_iters=5,
+                            attention_dp_batching_wait_iters=0, overlap_scheduler=False)
+    fast = simulate(Workload(np.array([0.0, 0.0, 0.062]), np.array([10] * 3), np.array([100] * 3)),
+                    EngineSpec(sched, ConstantTimer(D), kv_cache_tokens=200_000), fast_forward=True).requests
+    assert (fast["first_token_s"] - fast["arrival_s"]).tolist() == pytest.approx(ttft)
+    assert ttft[0] == ttft[1] == pytest.approx(D)
+    plain, _ = _run(TrtllmScheduler(overlap_scheduler=False), [0.0, 0.0, 0.062], [10] * 3, [100] * 3)
+    req = plain.requests
+    assert (req["first_token_s"] - req["arrival_s"])[2] == pytest.approx(0.018)
+
+
+def test_trtllm_attention_dp_balance_releases_one_context_per_rank_after_the_batching_wait():
+    """C and D arrive together at 0.062: one context for each of the two ranks, so the counter resets and they go
+    at 0.07 (TTFT 0.018 s); with batching_wait_iters 2 and every rank generating they wait the loops at 0.07 and
+    0.08 and prefill in [0.09, 0.10]: TTFT 0.038 s."""
+    ttft = _adp_ttfts([0.0, 0.0, 0.062, 0.062], attention_dp_batching_wait_iters=0)
+    assert ttft[2:] == pytest.approx([0.018, 0.018])
+    ttft = _adp_ttfts([0.0, 0.0, 0.062, 0.062], attention_dp_batching_wait_iters=2)
+    assert ttft[2:] == pytest.approx([0.038, 0.038])
+
+
 def test_static_batching_waits_for_the_whole_batch():
     """Batches of 2: requests 3 and 4 start only after both of the first two are done, and each
     batch's prompts are prefilled together in one step."""

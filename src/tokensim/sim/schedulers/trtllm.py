@@ -7,13 +7,34 @@ fit beside those reserved by every started request, and fewer than `max_batch_si
 Micro-batch: each step takes the generation requests (one token each) and then context
 requests in arrival order within `max_num_tokens`; without context chunking a prompt runs
 whole or waits, with it a prompt is cut to the tokens left, in whole KV blocks.
+
+Attention data parallelism with `attention_dp_balance` (AttentionDpConfig.enable_balance; PyExecutor.
+_balance_adp_requests in tensorrt_llm/_torch/pyexecutor/py_executor.py): the context requests a step would take
+are held back until every attention rank has one (and every rank a free batch slot); a counter of held
+iterations, which counts every iteration that condition fails, context or none, releases them when it reaches
+`attention_dp_timeout_iters` or when some rank has no generation request; once every rank has one, they wait a
+further `attention_dp_batching_wait_iters` iterations while every rank is generating. The engine here holds every
+rank in one scheduler with summed caps, so "every rank" is read from the counts: at least as many context (or
+generation) requests as ranks, the executor's router spreading new requests over the ranks one each first.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 from tokensim.errors import require
+
+
+class _AdpState:
+    """The executor's two attention-DP counters and the loop (time) they last counted."""
+    __slots__ = ("waiting_iters", "batching_iters", "counted_s", "hold")
+
+    def __init__(self) -> None:
+        self.waiting_iters = 0
+        self.batching_iters = 0
+        self.counted_s = math.nan
+        self.hold = False
 
 
 @dataclass(frozen=True)
@@ -28,21 +49,73 @@ class TrtllmScheduler:
     # TorchLlmArgs.disable_overlap_scheduler False: the next step is scheduled while one runs,
     # so a request arriving during a step is first seen at the next one.
     overlap_scheduler: bool = True
+    # The attention data-parallel ranks whose caps this engine sums (1: none), and AttentionDpConfig
+    # (tensorrt_llm/llmapi/llm_args.py): enable_balance False, timeout_iters 50, batching_wait_iters 10.
+    attention_dp_ranks: int = 1
+    attention_dp_balance: bool = False
+    attention_dp_timeout_iters: int = 50
+    attention_dp_batching_wait_iters: int = 10
     # KvCacheConfig.tokens_per_block defaults to 32.
     default_block_size: ClassVar[int] = 32
 
     def __post_init__(self) -> None:
-        for name in ("max_batch_size", "max_num_tokens"):
+        for name in ("max_batch_size", "max_num_tokens", "attention_dp_ranks"):
             v = getattr(self, name)
             require(isinstance(v, int) and v >= 1, name, v, "a whole number >= 1")
+        for name in ("attention_dp_timeout_iters", "attention_dp_batching_wait_iters"):
+            v = getattr(self, name)
+            require(isinstance(v, int) and v >= 0, name, v, "a whole number >= 0")
         require(self.capacity_scheduler_policy == "GUARANTEED_NO_EVICT", "capacity_scheduler_policy",
                 self.capacity_scheduler_policy, "'GUARANTEED_NO_EVICT' (the only policy simulated)")
 
     def max_running(self) -> int:
         return self.max_batch_size
 
-    def new_state(self, engine) -> None:
-        return None
+    @property
+    def _balancing(self) -> bool:
+        return self.attention_dp_balance and self.attention_dp_ranks > 1
+
+    def new_state(self, engine) -> _AdpState | None:
+        return _AdpState() if self._balancing else None
+
+    def _hold_contexts(self, eng, n_gen: int, now: float) -> bool:
+        """Whether this loop's context requests wait (the executor's _balance_adp_requests), counted once per loop
+        however often the engine asks."""
+        st = eng.sched
+        if now == st.counted_s:
+            return st.hold
+        st.counted_s = now
+        ranks = self.attention_dp_ranks
+        n_ctx = sum(1 for r in eng.prefilling if r.num_tokens > r.scheduled)
+        all_gen = n_gen >= ranks
+        if n_gen < self.max_batch_size and n_ctx >= ranks:
+            st.waiting_iters = 0
+            hold = False
+            if all_gen:
+                if st.batching_iters < self.attention_dp_batching_wait_iters:
+                    st.batching_iters += 1
+                    hold = True
+                else:
+                    st.batching_iters = 0
+        else:
+            st.waiting_iters += 1
+            hold = True
+            if st.waiting_iters >= self.attention_dp_timeout_iters or not all_gen:
+                st.waiting_iters = 0
+                hold = False
+        st.hold = hold
+        return hold
+
+    def repeat_steady(self, eng, steps: int) -> None:
+        """`steps` more decode steps with no context request: the held-iterations counter goes on counting, back
+        to 0 at the timeout (or at once while some rank generates nothing)."""
+        st = eng.sched
+        if st is None:
+            return
+        if eng.lanes[0].n < self.attention_dp_ranks or self.attention_dp_timeout_iters <= 0:
+            st.waiting_iters = 0
+        else:
+            st.waiting_iters = (st.waiting_iters + steps) % self.attention_dp_timeout_iters
 
     def reject_reason(self, engine, r) -> str | None:
         if not self.enable_chunked_prefill and r.prompt_tokens > self.max_num_tokens:
@@ -80,6 +153,9 @@ class TrtllmScheduler:
             eng.reserved_blocks += need
         # Micro-batch: context requests in arrival order within the token budget.
         seqs = (dec.n if plan.decode else 0)
+        if self._balancing and self._hold_contexts(eng, seqs, now):
+            plan.steady = False         # the counter must see every step until the contexts go
+            return
         for r in eng.prefilling:
             if budget <= 0 or seqs >= self.max_batch_size:
                 break

@@ -174,6 +174,19 @@ def test_trtllm_attention_dp_balance_releases_one_context_per_rank_after_the_bat
     assert ttft[2:] == pytest.approx([0.038, 0.038])
 
 
+def test_trtllm_batch_waiting_holds_contexts_for_a_fuller_step():
+    """max_num_tokens 100, batch_wait_max_tokens_ratio 0.8, timeout 3 iterations, steps of 10 ms. A decodes from
+    0.01; B (20 tokens) arrives at 0.032 and is seen at 0.04: 1 generation token + 20 = 21 < 80, so it waits the
+    loops at 0.04, 0.05 and 0.06 (counter 1, 2, 3) and goes at 0.07: TTFT 0.08 - 0.032 = 0.048 s. A 79-token B
+    makes 1 + 79 = 80 tokens, enough at once: TTFT 0.05 - 0.032 = 0.018 s."""
+    sched = TrtllmScheduler(max_num_tokens=100, batch_wait_timeout_iters=3, batch_wait_max_tokens_ratio=0.8,
+                            overlap_scheduler=False)
+    for prompt, expected in ((20, 0.048), (79, 0.018)):
+        res, _ = _run(sched, [0.0, 0.032], [10, prompt], [100, 5])
+        req = res.requests
+        assert (req["first_token_s"] - req["arrival_s"]).tolist() == pytest.approx([D, expected])
+
+
 def test_static_batching_waits_for_the_whole_batch():
     """Batches of 2: requests 3 and 4 start only after both of the first two are done, and each
     batch's prompts are prefilled together in one step."""

@@ -16,6 +16,11 @@ iterations, which counts every iteration that condition fails, context or none, 
 further `attention_dp_batching_wait_iters` iterations while every rank is generating. The engine here holds every
 rank in one scheduler with summed caps, so "every rank" is read from the counts: at least as many context (or
 generation) requests as ranks, the executor's router spreading new requests over the ranks one each first.
+
+Batch waiting without attention DP (`batch_wait_timeout_iters`, `batch_wait_max_tokens_ratio`; PyExecutor.
+_waiting_requests): while requests are generating, the step's context requests wait until their prompts and the
+generation tokens come to `batch_wait_max_tokens_ratio` x max_num_tokens, or for `batch_wait_timeout_iters`
+iterations that had both (the counter counts only those).
 """
 from __future__ import annotations
 
@@ -27,12 +32,13 @@ from tokensim.errors import require
 
 
 class _AdpState:
-    """The executor's two attention-DP counters and the loop (time) they last counted."""
-    __slots__ = ("waiting_iters", "batching_iters", "counted_s", "hold")
+    """The executor's attention-DP and batch-waiting counters and the loop (time) they last counted."""
+    __slots__ = ("waiting_iters", "batching_iters", "batch_wait_iters", "counted_s", "hold")
 
     def __init__(self) -> None:
         self.waiting_iters = 0
         self.batching_iters = 0
+        self.batch_wait_iters = 0
         self.counted_s = math.nan
         self.hold = False
 
@@ -55,6 +61,9 @@ class TrtllmScheduler:
     attention_dp_balance: bool = False
     attention_dp_timeout_iters: int = 50
     attention_dp_batching_wait_iters: int = 10
+    # TorchLlmArgs.batch_wait_timeout_iters 0 and batch_wait_max_tokens_ratio 0.0: no batch waiting.
+    batch_wait_timeout_iters: int = 0
+    batch_wait_max_tokens_ratio: float = 0.0
     # KvCacheConfig.tokens_per_block defaults to 32.
     default_block_size: ClassVar[int] = 32
 
@@ -62,9 +71,11 @@ class TrtllmScheduler:
         for name in ("max_batch_size", "max_num_tokens", "attention_dp_ranks"):
             v = getattr(self, name)
             require(isinstance(v, int) and v >= 1, name, v, "a whole number >= 1")
-        for name in ("attention_dp_timeout_iters", "attention_dp_batching_wait_iters"):
+        for name in ("attention_dp_timeout_iters", "attention_dp_batching_wait_iters", "batch_wait_timeout_iters"):
             v = getattr(self, name)
             require(isinstance(v, int) and v >= 0, name, v, "a whole number >= 0")
+        r = self.batch_wait_max_tokens_ratio
+        require(isinstance(r, (int, float)) and 0 <= r <= 1, "batch_wait_max_tokens_ratio", r, "a number in [0, 1]")
         require(self.capacity_scheduler_policy == "GUARANTEED_NO_EVICT", "capacity_scheduler_policy",
                 self.capacity_scheduler_policy, "'GUARANTEED_NO_EVICT' (the only policy simulated)")
 
@@ -75,8 +86,41 @@ class TrtllmScheduler:
     def _balancing(self) -> bool:
         return self.attention_dp_balance and self.attention_dp_ranks > 1
 
+    @property
+    def _batch_waiting(self) -> bool:
+        return self.attention_dp_ranks == 1 and (self.batch_wait_timeout_iters > 0
+                                                 or self.batch_wait_max_tokens_ratio > 0)
+
     def new_state(self, engine) -> _AdpState | None:
-        return _AdpState() if self._balancing else None
+        return _AdpState() if self._balancing or self._batch_waiting else None
+
+    def _wait_for_batch(self, eng, n_gen: int, budget: int, now: float) -> bool:
+        """Whether this loop's context requests wait for a fuller batch (the executor's _waiting_requests): only
+        while requests generate, counted once per loop."""
+        st = eng.sched
+        if now == st.counted_s:
+            return st.hold
+        st.counted_s = now
+        tokens, taken = n_gen * eng.q, 0
+        for r in eng.prefilling:             # the prompts the micro-batch would take this step
+            left = r.num_tokens - r.scheduled
+            if left <= 0:
+                continue
+            if budget <= 0 or (left > budget and not self.enable_chunked_prefill):
+                break
+            tokens += r.num_tokens
+            taken += 1
+            budget -= left
+        hold = False
+        if taken and n_gen:
+            if (st.batch_wait_iters >= self.batch_wait_timeout_iters
+                    or tokens >= self.batch_wait_max_tokens_ratio * self.max_num_tokens):
+                st.batch_wait_iters = 0
+            else:
+                st.batch_wait_iters += 1
+                hold = True
+        st.hold = hold
+        return hold
 
     def _hold_contexts(self, eng, n_gen: int, now: float) -> bool:
         """Whether this loop's context requests wait (the executor's _balance_adp_requests), counted once per loop
@@ -110,7 +154,7 @@ class TrtllmScheduler:
         """`steps` more decode steps with no context request: the held-iterations counter goes on counting, back
         to 0 at the timeout (or at once while some rank generates nothing)."""
         st = eng.sched
-        if st is None:
+        if st is None or not self._balancing:
             return
         if eng.lanes[0].n < self.attention_dp_ranks or self.attention_dp_timeout_iters <= 0:
             st.waiting_iters = 0
@@ -153,7 +197,8 @@ class TrtllmScheduler:
             eng.reserved_blocks += need
         # Micro-batch: context requests in arrival order within the token budget.
         seqs = (dec.n if plan.decode else 0)
-        if self._balancing and self._hold_contexts(eng, seqs, now):
+        if ((self._balancing and self._hold_contexts(eng, seqs, now))
+                or (self._batch_waiting and self._wait_for_batch(eng, seqs, budget, now))):
             plan.steady = False         # the counter must see every step until the contexts go
             return
         for r in eng.prefilling:

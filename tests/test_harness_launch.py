@@ -4,7 +4,15 @@ prefill before 2026-01-19. Expected values are the scripts' own (data/serving/ha
 import numpy as np
 import pytest
 
-from tokensim.validate.harness import AICONFIGURATOR, INFERENCEX, client_lengths, harness_of, mean_lengths, sglang_launch
+from tokensim.validate.harness import (
+    AICONFIGURATOR,
+    INFERENCEX,
+    client_lengths,
+    harness_of,
+    mean_lengths,
+    sglang_launch,
+    trtllm_launch,
+)
 from tokensim.validate.load import benchmark_scheduler, shipped_silicon_cases
 
 
@@ -80,3 +88,45 @@ def test_cases_carry_the_harness_and_its_settings(cases):
                and c.run.engine_version == "0.5.1.post1")
     assert benchmark_scheduler(aic).enable_mixed_chunk is False
     assert (aic.deployment.input_tokens, aic.deployment.output_tokens) == (aic.run.isl, aic.run.osl)
+
+
+def _trt(model, system, weights, measured, tp, dp, isl, osl, clients, on=True):
+    return trtllm_launch(INFERENCEX, model, system, weights, measured, tp, dp, isl, osl, clients,
+                         inferencex_client=on)
+
+
+def test_inferencex_trtllm_scripts_settings():
+    """The scripts' own arithmetic. DeepSeek-R1 FP4 on B200, 256 clients, 1k/1k, attention DP over 8 ranks: before
+    2026-01-22 MAX_NUM_TOKENS = (256 + 1024 + 64 + 63) // 64 x 64 = 1,344 per rank (no floor), from then the 8,192
+    floor; no --max_batch_size (2,048 per rank); enable_balance, timeout_iters 60, batching_wait_iters 0; the engine
+    here holds all 8 ranks, so 8 x each. FP8 on B200 from 2026-01-30 at 1k/1k and 64 clients, TP 8: batch waiting
+    40 iterations or 0.8 x 8,192 tokens. Llama-3.1-70B below TP 8 at 1k/1k: 16,384 tokens, batch waiting 20 / 0.9;
+    at TP 8 none. gpt-oss-120b on H200: --max_batch_size $CONC --max_num_tokens 20000, KV fraction 0.85."""
+    early = _trt("deepseek-r1", "b200", "nvfp4", "2025-12-01", 1, 8, 1024, 1024, 256)
+    assert early.settings == {"max_num_tokens": 8 * 1344, "max_batch_size": 8 * 2048, "attention_dp_ranks": 8,
+                              "attention_dp_balance": True, "attention_dp_timeout_iters": 60,
+                              "attention_dp_batching_wait_iters": 0}
+    assert early.memory_fraction == 0.8 and "ec90f3fe7" in early.note
+    late = _trt("deepseek-r1", "b200", "nvfp4", "2026-02-10", 1, 8, 1024, 1024, 256)
+    assert late.settings["max_num_tokens"] == 8 * 8192
+    assert _trt("deepseek-r1", "h200", "fp8", "2026-02-10", 8, 1, 8192, 1024, 64).settings["max_num_tokens"] == \
+        (64 + 8192 + 64 + 63) // 64 * 64                     # 8,384: above the floor
+    assert _trt("deepseek-r1", "h200", "fp8", "2026-02-10", 8, 1, 1024, 1024, 4).memory_fraction == 0.75
+    wait = _trt("deepseek-r1", "b200", "fp8", "2026-02-01", 8, 1, 1024, 1024, 64).settings
+    assert (wait["batch_wait_timeout_iters"], wait["batch_wait_max_tokens_ratio"], wait["max_num_tokens"]) == \
+        (40, 0.8, 8192)
+    assert "batch_wait_timeout_iters" not in _trt("deepseek-r1", "b200", "fp8", "2026-02-01", 8, 1, 1024, 1024,
+                                                  32).settings
+    llama = _trt("llama-3.1-70b", "h200", "fp8", "2025-10-10", 4, 1, 1024, 1024, 16).settings
+    assert (llama["max_num_tokens"], llama["batch_wait_timeout_iters"], llama["batch_wait_max_tokens_ratio"]) == \
+        (16384, 20, 0.9)
+    assert "batch_wait_timeout_iters" not in _trt("llama-3.1-70b", "h200", "fp8", "2025-10-10", 8, 1, 1024, 1024,
+                                                  16).settings
+    oss = _trt("gpt-oss-120b", "h200", "nvfp4", "2025-11-20", 2, 1, 8192, 1024, 32)
+    assert (oss.settings["max_batch_size"], oss.settings["max_num_tokens"], oss.memory_fraction) == (32, 20000, 0.85)
+    # off with InferenceX's client, and for other harnesses or runs no script covers
+    assert _trt("deepseek-r1", "b200", "nvfp4", "2026-02-10", 1, 8, 1024, 1024, 256, on=False) is None
+    assert trtllm_launch(AICONFIGURATOR, "deepseek-r1", "b200", "nvfp4", "2026-02-10", 1, 8, 1024, 1024, 256,
+                         inferencex_client=True) is None
+    assert _trt("deepseek-r1", "gb200-nvl72", "nvfp4", "2025-11-20", 1, 36, 1024, 1024, 512) is None
+    assert _trt("deepseek-r1", "b200", "nvfp4", None, 1, 8, 1024, 1024, 256) is None     # no date, no dated entry

@@ -1,5 +1,5 @@
 """What a measured run's benchmark harness did that its row does not say: speculative decoding, the client's request
-lengths, and SGLang's launch flags (data/serving/harness.toml holds the launch settings, with their sources).
+lengths, and SGLang's and TensorRT-LLM's launch flags (data/serving/harness.toml holds the launch settings, with their sources).
 
 1,541 of silicon_dev.csv's runs (source_file 2026-03-25.csv and 2026-04-06.csv, images written `nvcr.io#nvidia/...`)
 come from SemiAnalysis InferenceX (github.com/SemiAnalysisAI/InferenceX), whose `.github/configs/nvidia-master.yaml`
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
@@ -145,6 +146,73 @@ def mean_lengths(harness: str | None, isl: int, osl: int,
     def mean(n: int) -> int:
         return int(round((max(1, int(n * ratio)) + n) / 2))
     return mean(isl), mean(osl)
+
+
+TRTLLM_DEFAULT_MAX_BATCH_SIZE = 2048       # trtllm-serve --max_batch_size default (BuildConfig.max_batch_size)
+
+
+@dataclass(frozen=True)
+class TrtllmLaunch:
+    """TrtllmScheduler settings for the whole engine (per-rank values times the attention ranks), the KV cache's
+    free_gpu_memory_fraction, and the note that says where they come from."""
+    settings: dict
+    memory_fraction: float | None
+    note: str
+
+
+def _entry_matches(e: dict, model: str, system: str, weights: str | None, measured: str | None, tp: int,
+                   isl: int, osl: int, clients: int) -> bool:
+    if model not in e["models"] or system not in e.get("systems", [e.get("system")]):
+        return False
+    if "weights" in e and weights != e["weights"] or "weights_in" in e and weights not in e["weights_in"]:
+        return False
+    if "measured_from" in e and (measured is None or measured < e["measured_from"]):
+        return False
+    if "measured_until" in e and (measured is None or measured >= e["measured_until"]):
+        return False
+    if "when_lengths" in e and [isl, osl] != list(e["when_lengths"]):
+        return False
+    if "when_min_clients" in e and clients < e["when_min_clients"]:
+        return False
+    return not ("when_tp_below" in e and tp >= e["when_tp_below"])
+
+
+def trtllm_launch(harness: str | None, model: str, system: str, weights: str | None, measured: str | None, tp: int,
+                  attn_dp: int, isl: int, osl: int, clients: int,
+                  inferencex_client: bool = SIMULATE_INFERENCEX_CLIENT) -> TrtllmLaunch | None:
+    """The TensorRT-LLM settings an InferenceX single-node script launched the run with (data/serving/harness.toml
+    [[trtllm]], the first entry that matches), for the engine that holds all `attn_dp` ranks; None for any other run,
+    or with InferenceX's client off (its launch goes with its client, as SGLang's does). A run measured on no stated
+    day matches no dated entry."""
+    if harness != INFERENCEX or not inferencex_client:
+        return None
+    for e in _harness_data()["trtllm"]:
+        if not _entry_matches(e, model, system, weights, measured, tp, isl, osl, clients):
+            continue
+        ranks = max(1, attn_dp)
+        if "max_num_tokens" in e:
+            tokens = int(e["max_num_tokens"])
+        else:
+            m = int(e["max_num_tokens_multiple"])
+            tokens = max(-(-(clients + isl + int(e["max_num_tokens_plus"])) // m) * m, int(e.get("max_num_tokens_floor", 0)))
+        batch = e.get("max_batch_size", TRTLLM_DEFAULT_MAX_BATCH_SIZE)
+        batch = clients if batch == "clients" else int(batch)
+        settings: dict = {"max_num_tokens": tokens * ranks, "max_batch_size": batch * ranks,
+                          "attention_dp_ranks": ranks}
+        if ranks > 1 and e.get("attention_dp_balance"):
+            settings["attention_dp_balance"] = True
+            for key in ("attention_dp_timeout_iters", "attention_dp_batching_wait_iters"):
+                if key in e:
+                    settings[key] = int(e[key])
+        if ranks == 1 and "batch_wait_timeout_iters" in e:
+            settings["batch_wait_timeout_iters"] = int(e["batch_wait_timeout_iters"])
+            settings["batch_wait_max_tokens_ratio"] = float(e["batch_wait_max_tokens_ratio"])
+        fraction = e.get("free_gpu_memory_fraction", e.get("free_gpu_memory_fraction_by_system", {}).get(system))
+        told = ", ".join(f"{k} {v}" for k, v in settings.items())
+        kv = f", free_gpu_memory_fraction {fraction}" if fraction is not None else ""
+        return TrtllmLaunch(settings, None if fraction is None else float(fraction),
+                            f"TensorRT-LLM launch: InferenceX {e['config']}: {told}{kv} ({e['scripts']}) (harness)")
+    return None
 
 
 def sglang_launch(harness: str | None, model: str, system: str, weights: str | None, version: str | None, tp: int,

@@ -142,6 +142,12 @@ def benchmark_scheduler(case: ServingCase):
     return scheduler if launch is None else replace(scheduler, **launch[0])
 
 
+def launch_memory_fraction(case: ServingCase) -> float | None:
+    """The KV cache's memory fraction the run's launch script set (None: the generator's, `generator_memory_fraction`)."""
+    launch = harness_launch(case.run, case.deployment, case.concurrency, case.prefill_in_decode)
+    return None if launch is None else launch[1]
+
+
 def engine_release(run) -> str | None:
     """The engine's own version where the row states it; None where backend_version is the tag of the Dynamo runtime
     image the engine ran in (the engine's version inside it is not stated)."""
@@ -159,9 +165,9 @@ def worker_engine(case: ServingCase, model, hw, constants: ConstantsTable | None
     generator templates' free_gpu_memory_fraction of 0.80 (vLLM's and SGLang's templates leave theirs at the
     engine's default)."""
     graph = min(per_rank_batch(case), max(1, math.ceil(case.concurrency / case.deployment.attn_dp)))
+    fraction = launch_memory_fraction(case) or generator_memory_fraction(case.deployment.engine)
     return engine_for(model, hw, case.deployment, constants=constants, scheduler=benchmark_scheduler(case),
-                      engine_version=engine_release(case.run), cuda_graph_batch=graph,
-                      memory_fraction=generator_memory_fraction(case.deployment.engine))
+                      engine_version=engine_release(case.run), cuda_graph_batch=graph, memory_fraction=fraction)
 
 
 def generator_memory_fraction(engine: str) -> float | None:

@@ -31,7 +31,14 @@ from tokensim.prediction.predictor import draft_step_s
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model
 from tokensim.specs.model.spec import MoE
-from tokensim.validate.harness import harness_speculation, lengths_note, mean_lengths, sglang_launch
+from tokensim.validate.harness import (
+    harness_speculation,
+    lengths_note,
+    mean_lengths,
+    mtp_drafts,
+    sglang_launch,
+    trtllm_launch,
+)
 from tokensim.validate.serving_rows import Pool, SiliconRun
 
 LOW_PRECISION = ("fp8", "nvfp4", "mxfp4", "fp4", "int4")
@@ -202,7 +209,7 @@ def serving_case(run: SiliconRun) -> ServingCase:
         notes.append(implied[1])
     launch = harness_launch(run, dep, concurrency, run.agg is not None)
     if launch is not None:
-        notes.append(launch[1])
+        notes.append(launch[2])
     drawn = lengths_note(run.harness, run.isl, run.osl)
     if drawn:
         notes.append(drawn)
@@ -217,12 +224,23 @@ def serving_case(run: SiliconRun) -> ServingCase:
     return ServingCase(run, dep, concurrency, run.agg is not None, tuple(notes), cap)
 
 
-def harness_launch(run: SiliconRun, dep: Deployment, concurrency: float, agg: bool) -> tuple[dict, str] | None:
-    """The SGLang flags an aggregated run's harness launched it with (`validate.harness.sglang_launch`), or None."""
-    if run.engine != "sglang" or not agg:
+def harness_launch(run: SiliconRun, dep: Deployment, concurrency: float,
+                   agg: bool) -> tuple[dict, float | None, str] | None:
+    """The scheduler settings an aggregated run's harness launched its engine with, the KV cache's memory fraction
+    where the launch sets it, and the note that says so (`validate.harness.sglang_launch`, `trtllm_launch`); None
+    where the harness's launch is not known. InferenceX's MTP runs keep their own limits (`harness_limits`)."""
+    if not agg:
         return None
-    return sglang_launch(run.harness, run.model, run.system, run.weights, run.engine_version, dep.tp, run.isl, run.osl,
-                         max(1, int(round(concurrency))))
+    clients = max(1, int(round(concurrency)))
+    if run.engine == "sglang":
+        found = sglang_launch(run.harness, run.model, run.system, run.weights, run.engine_version, dep.tp, run.isl,
+                              run.osl, clients)
+        return None if found is None else (found[0], None, found[1])
+    if run.engine == "trtllm" and mtp_drafts(run.image, run.engine, dep.attn_dp) is None:
+        t = trtllm_launch(run.harness, run.model, run.system, run.weights, run.measured, dep.tp, dep.attn_dp,
+                          run.isl, run.osl, clients)
+        return None if t is None else (t.settings, t.memory_fraction, t.note)
+    return None
 
 
 def steady_tpot(cases: list[ServingCase], constants: ConstantsTable | None = None) -> np.ndarray:

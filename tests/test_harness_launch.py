@@ -12,6 +12,7 @@ from tokensim.validate.harness import (
     mean_lengths,
     sglang_launch,
     trtllm_launch,
+    vllm_launch,
 )
 from tokensim.validate.load import benchmark_scheduler, shipped_silicon_cases
 
@@ -130,3 +131,22 @@ def test_inferencex_trtllm_scripts_settings():
                          inferencex_client=True) is None
     assert _trt("deepseek-r1", "gb200-nvl72", "nvfp4", "2025-11-20", 1, 36, 1024, 1024, 512) is None
     assert _trt("deepseek-r1", "b200", "nvfp4", None, 1, 8, 1024, 1024, 256) is None     # no date, no dated entry
+
+
+def test_inferencex_vllm_scripts_settings():
+    """gpt-oss-120b on H100: max-num-batched-tokens 8192, --max-num-seqs $CONC. MiniMax-M2.5 FP8 on B200 from
+    2026-04-04: --max-num-batched-tokens $((ISL * 2)) (8192 x 2 = 16,384), --max-num-seqs not passed (vLLM's 1024);
+    before, neither (vLLM's 8192 and 1024). FP4 with --data-parallel-size 2: 2 x (1024 x 2) tokens, 2 x 1024 seqs."""
+    def v(model, system, weights, measured, dp, isl, clients, on=True):
+        return vllm_launch(INFERENCEX, model, system, weights, measured, 2, dp, isl, 1024, clients, inferencex_client=on)
+    assert v("gpt-oss-120b", "h100-sxm", "nvfp4", "2026-03-10", 1, 1024, 16)[0] == \
+        {"max_num_batched_tokens": 8192, "max_num_seqs": 16}
+    assert v("minimax-m2.5", "b200", "fp8", "2026-04-10", 1, 8192, 64)[0] == \
+        {"max_num_batched_tokens": 16384, "max_num_seqs": 1024}
+    assert v("minimax-m2.5", "b200", "fp8", "2026-03-20", 1, 8192, 64)[0] == \
+        {"max_num_batched_tokens": 8192, "max_num_seqs": 1024}
+    assert v("minimax-m2.5", "b200", "nvfp4", "2026-04-10", 2, 1024, 64)[0] == \
+        {"max_num_batched_tokens": 4096, "max_num_seqs": 2048}
+    assert "bddbf4031" in v("minimax-m2.5", "b200", "fp8", "2026-04-10", 1, 8192, 64)[1]
+    assert v("gpt-oss-120b", "h100-sxm", "nvfp4", "2026-03-10", 1, 1024, 16, on=False) is None
+    assert v("qwen3-32b", "h100-sxm", "fp8", "2026-03-10", 1, 1024, 16) is None

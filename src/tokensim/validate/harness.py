@@ -215,6 +215,32 @@ def trtllm_launch(harness: str | None, model: str, system: str, weights: str | N
     return None
 
 
+VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # `vllm serve` on >= 70 GiB GPUs (EngineArgs.get_batch_defaults)
+VLLM_DEFAULT_MAX_NUM_SEQS = 1024
+
+
+def vllm_launch(harness: str | None, model: str, system: str, weights: str | None, measured: str | None, tp: int,
+                attn_dp: int, isl: int, osl: int, clients: int,
+                inferencex_client: bool = SIMULATE_INFERENCEX_CLIENT) -> tuple[dict, str] | None:
+    """The VllmScheduler settings an InferenceX single-node script launched the run with (harness.toml [[vllm]], the
+    first entry that matches), for the engine that holds all `attn_dp` engine cores, and the note that says so;
+    None for any other run or with InferenceX's client off."""
+    if harness != INFERENCEX or not inferencex_client:
+        return None
+    for e in _harness_data()["vllm"]:
+        if not _entry_matches(e, model, system, weights, measured, tp, isl, osl, clients):
+            continue
+        ranks = max(1, attn_dp)
+        tokens = (isl * int(e["max_num_batched_tokens_isl_times"]) if "max_num_batched_tokens_isl_times" in e
+                  else int(e.get("max_num_batched_tokens", VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)))
+        seqs = e.get("max_num_seqs", VLLM_DEFAULT_MAX_NUM_SEQS)
+        seqs = clients if seqs == "clients" else int(seqs)
+        settings = {"max_num_batched_tokens": max(tokens, seqs) * ranks, "max_num_seqs": seqs * ranks}
+        told = ", ".join(f"{k} {v}" for k, v in settings.items())
+        return settings, f"vLLM launch: InferenceX {e['config']}: {told} ({e['scripts']}) (harness)"
+    return None
+
+
 def sglang_launch(harness: str | None, model: str, system: str, weights: str | None, version: str | None, tp: int,
                   isl: int, osl: int, clients: int,
                   inferencex_client: bool = SIMULATE_INFERENCEX_CLIENT) -> tuple[dict, str] | None:

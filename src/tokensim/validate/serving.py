@@ -38,6 +38,7 @@ from tokensim.validate.harness import (
     mtp_drafts,
     sglang_launch,
     trtllm_launch,
+    vllm_launch,
 )
 from tokensim.validate.serving_rows import Pool, SiliconRun
 
@@ -240,6 +241,10 @@ def harness_launch(run: SiliconRun, dep: Deployment, concurrency: float,
         t = trtllm_launch(run.harness, run.model, run.system, run.weights, run.measured, dep.tp, dep.attn_dp,
                           run.isl, run.osl, clients)
         return None if t is None else (t.settings, t.memory_fraction, t.note)
+    if run.engine == "vllm":
+        v = vllm_launch(run.harness, run.model, run.system, run.weights, run.measured, dep.tp, dep.attn_dp, run.isl,
+                        run.osl, clients)
+        return None if v is None else (v[0], None, v[1])
     return None
 
 

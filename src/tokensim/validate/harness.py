@@ -37,13 +37,16 @@ from tokensim.prediction.kv_pool import release_tuple
 INFERENCEX = "inferencex"
 AICONFIGURATOR = "aiconfigurator"
 
-# Off in validation and in the fit: InferenceX's client (lengths drawn in [0.8 L, L]) and, with it, its SGLang
-# scripts' flags. Modelled, they made the out-of-sample errors worse after a full refit (`tokensim fit`, 2026-12-04):
-# simulated TTFT 31.8 -> 33.1 % (p90 90.8 -> 87.0 %), steady TPOT 11.8 -> 12.9 %, published rows 15.9 -> 16.3 % leaving
-# each source out. With the shipped constants the drawn lengths put InferenceX's vLLM runs 32-37 % early at every
-# concurrency from 4 clients up (against 0-15 % in lockstep): clients spread by their draws meet running decodes,
-# and the simulator's prefill beside them is too cheap, which the lockstep of equal requests had hidden. Until that
-# is found, the rows' stated lengths stand; the functions below are what to switch on with it.
+# Off in validation and in the fit: InferenceX's client (lengths drawn in [0.8 L, L]) and, with it, its scripts' SGLang,
+# TensorRT-LLM and vLLM launch settings (harness.toml). Modelled, they made the out-of-sample errors worse after a
+# full refit (`tokensim fit`): with the client and SGLang's flags (2026-12-04) simulated TTFT 31.8 -> 33.1 %, steady
+# TPOT 11.8 -> 12.9 %, published rows 15.9 -> 16.3 % leaving each source out; with every engine's launch as well
+# (2026-12-04, second refit) simulated TTFT 32.0 -> 33.2 %, steady TPOT 11.8 -> 12.7 %, published rows 15.9 -> 16.1 %.
+# The launches help where the scripts are known (TTFT leaving the pair out: b200 / trtllm 41 -> 33 %, h200 / trtllm
+# 41 -> 30 %, h200 / sglang 37 -> 19 %) and vLLM's runs fall apart (b200 / vllm 23 -> 31 %, h100-sxm / vllm 30 ->
+# 47 %, its TPOT 8 -> 17 %): clients spread by their draws meet running decodes, and the simulator's vLLM prefill
+# beside them is too cheap, which the lockstep of equal requests had hidden. Until that is found, the rows' stated
+# lengths and the generator's scheduler rule stand; the functions below are what to switch on with it.
 SIMULATE_INFERENCEX_CLIENT = False
 
 MTP_IMAGES = ("tensorrt-llm/release:1.2.0rc6.post3",)

@@ -139,14 +139,14 @@ def test_inferencex_vllm_scripts_settings():
     before, neither (vLLM's 8192 and 1024). FP4 with --data-parallel-size 2: 2 x (1024 x 2) tokens, 2 x 1024 seqs."""
     def v(model, system, weights, measured, dp, isl, clients, on=True):
         return vllm_launch(INFERENCEX, model, system, weights, measured, 2, dp, isl, 1024, clients, inferencex_client=on)
-    assert v("gpt-oss-120b", "h100-sxm", "nvfp4", "2026-03-10", 1, 1024, 16)[0] == \
+    assert v("gpt-oss-120b", "h100-sxm", "nvfp4", "2026-03-10", 1, 1024, 16).settings == \
         {"max_num_batched_tokens": 8192, "max_num_seqs": 16}
-    assert v("minimax-m2.5", "b200", "fp8", "2026-04-10", 1, 8192, 64)[0] == \
+    assert v("minimax-m2.5", "b200", "fp8", "2026-04-10", 1, 8192, 64).settings == \
         {"max_num_batched_tokens": 16384, "max_num_seqs": 1024}
-    assert v("minimax-m2.5", "b200", "fp8", "2026-03-20", 1, 8192, 64)[0] == \
+    assert v("minimax-m2.5", "b200", "fp8", "2026-03-20", 1, 8192, 64).settings == \
         {"max_num_batched_tokens": 8192, "max_num_seqs": 1024}
-    assert v("minimax-m2.5", "b200", "nvfp4", "2026-04-10", 2, 1024, 64)[0] == \
+    assert v("minimax-m2.5", "b200", "nvfp4", "2026-04-10", 2, 1024, 64).settings == \
         {"max_num_batched_tokens": 4096, "max_num_seqs": 2048}
-    assert "bddbf4031" in v("minimax-m2.5", "b200", "fp8", "2026-04-10", 1, 8192, 64)[1]
+    assert "bddbf4031" in v("minimax-m2.5", "b200", "fp8", "2026-04-10", 1, 8192, 64).note
     assert v("gpt-oss-120b", "h100-sxm", "nvfp4", "2026-03-10", 1, 1024, 16, on=False) is None
     assert v("qwen3-32b", "h100-sxm", "fp8", "2026-03-10", 1, 1024, 16) is None

@@ -1,5 +1,6 @@
 """What a measured run's benchmark harness did that its row does not say: speculative decoding, the client's request
-lengths, and SGLang's and TensorRT-LLM's launch flags (data/serving/harness.toml holds the launch settings, with their sources).
+lengths, and SGLang's, TensorRT-LLM's and vLLM's launch flags (data/serving/harness.toml holds the launch settings,
+with their sources).
 
 1,541 of silicon_dev.csv's runs (source_file 2026-03-25.csv and 2026-04-06.csv, images written `nvcr.io#nvidia/...`)
 come from SemiAnalysis InferenceX (github.com/SemiAnalysisAI/InferenceX), whose `.github/configs/nvidia-master.yaml`
@@ -155,9 +156,10 @@ TRTLLM_DEFAULT_MAX_BATCH_SIZE = 2048       # trtllm-serve --max_batch_size defau
 
 
 @dataclass(frozen=True)
-class TrtllmLaunch:
-    """TrtllmScheduler settings for the whole engine (per-rank values times the attention ranks), the KV cache's
-    free_gpu_memory_fraction, and the note that says where they come from."""
+class Launch:
+    """An engine's scheduler settings from a run's launch script, for the whole simulated engine (per-rank values
+    times the attention ranks), the KV cache's memory fraction where the script sets it, and the note that says
+    where they come from."""
     settings: dict
     memory_fraction: float | None
     note: str
@@ -168,6 +170,8 @@ def _entry_matches(e: dict, model: str, system: str, weights: str | None, measur
     if model not in e["models"] or system not in e.get("systems", [e.get("system")]):
         return False
     if "weights" in e and weights != e["weights"] or "weights_in" in e and weights not in e["weights_in"]:
+        return False
+    if "when_tp" in e and tp != e["when_tp"]:
         return False
     if "measured_from" in e and (measured is None or measured < e["measured_from"]):
         return False
@@ -180,42 +184,52 @@ def _entry_matches(e: dict, model: str, system: str, weights: str | None, measur
     return not ("when_tp_below" in e and tp >= e["when_tp_below"])
 
 
+def _inferencex_entry(section: str, harness: str | None, inferencex_client: bool, model: str, system: str,
+                      weights: str | None, measured: str | None, tp: int, isl: int, osl: int,
+                      clients: int) -> dict | None:
+    """The first harness.toml [[section]] entry that matches an InferenceX run (None for any other run, or with
+    InferenceX's client off: its launches go with its client)."""
+    if harness != INFERENCEX or not inferencex_client:
+        return None
+    return next((e for e in _harness_data()[section]
+                 if _entry_matches(e, model, system, weights, measured, tp, isl, osl, clients)), None)
+
+
 def trtllm_launch(harness: str | None, model: str, system: str, weights: str | None, measured: str | None, tp: int,
                   attn_dp: int, isl: int, osl: int, clients: int,
-                  inferencex_client: bool = SIMULATE_INFERENCEX_CLIENT) -> TrtllmLaunch | None:
+                  inferencex_client: bool = SIMULATE_INFERENCEX_CLIENT) -> Launch | None:
     """The TensorRT-LLM settings an InferenceX single-node script launched the run with (data/serving/harness.toml
     [[trtllm]], the first entry that matches), for the engine that holds all `attn_dp` ranks; None for any other run,
     or with InferenceX's client off (its launch goes with its client, as SGLang's does). A run measured on no stated
     day matches no dated entry."""
-    if harness != INFERENCEX or not inferencex_client:
+    e = _inferencex_entry("trtllm", harness, inferencex_client, model, system, weights, measured, tp, isl, osl, clients)
+    if e is None:
         return None
-    for e in _harness_data()["trtllm"]:
-        if not _entry_matches(e, model, system, weights, measured, tp, isl, osl, clients):
-            continue
-        ranks = max(1, attn_dp)
-        if "max_num_tokens" in e:
-            tokens = int(e["max_num_tokens"])
-        else:
-            m = int(e["max_num_tokens_multiple"])
-            tokens = max(-(-(clients + isl + int(e["max_num_tokens_plus"])) // m) * m, int(e.get("max_num_tokens_floor", 0)))
-        batch = e.get("max_batch_size", TRTLLM_DEFAULT_MAX_BATCH_SIZE)
-        batch = clients if batch == "clients" else int(batch)
-        settings: dict = {"max_num_tokens": tokens * ranks, "max_batch_size": batch * ranks,
-                          "attention_dp_ranks": ranks}
-        if ranks > 1 and e.get("attention_dp_balance"):
-            settings["attention_dp_balance"] = True
-            for key in ("attention_dp_timeout_iters", "attention_dp_batching_wait_iters"):
-                if key in e:
-                    settings[key] = int(e[key])
-        if ranks == 1 and "batch_wait_timeout_iters" in e:
-            settings["batch_wait_timeout_iters"] = int(e["batch_wait_timeout_iters"])
-            settings["batch_wait_max_tokens_ratio"] = float(e["batch_wait_max_tokens_ratio"])
-        fraction = e.get("free_gpu_memory_fraction", e.get("free_gpu_memory_fraction_by_system", {}).get(system))
-        told = ", ".join(f"{k} {v}" for k, v in settings.items())
-        kv = f", free_gpu_memory_fraction {fraction}" if fraction is not None else ""
-        return TrtllmLaunch(settings, None if fraction is None else float(fraction),
-                            f"TensorRT-LLM launch: InferenceX {e['config']}: {told}{kv} ({e['scripts']}) (harness)")
-    return None
+    ranks = max(1, attn_dp)
+    if "max_num_tokens" in e:
+        tokens = int(e["max_num_tokens"])
+    else:
+        m = int(e["max_num_tokens_multiple"])
+        tokens = max(-(-(clients + isl + int(e["max_num_tokens_plus"])) // m) * m, int(e.get("max_num_tokens_floor", 0)))
+    batch = e.get("max_batch_size", TRTLLM_DEFAULT_MAX_BATCH_SIZE)
+    batch = clients if batch == "clients" else int(batch)
+    settings: dict = {"max_num_tokens": tokens * ranks, "max_batch_size": batch * ranks, "attention_dp_ranks": ranks}
+    if ranks > 1 and e.get("attention_dp_balance"):
+        settings["attention_dp_balance"] = True
+        for key in ("attention_dp_timeout_iters", "attention_dp_batching_wait_iters"):
+            if key in e:
+                settings[key] = int(e[key])
+    if ranks == 1 and "batch_wait_timeout_iters" in e:
+        settings["batch_wait_timeout_iters"] = int(e["batch_wait_timeout_iters"])
+        settings["batch_wait_max_tokens_ratio"] = float(e["batch_wait_max_tokens_ratio"])
+    fraction = e.get("free_gpu_memory_fraction", e.get("free_gpu_memory_fraction_by_system", {}).get(system))
+    kv = f", free_gpu_memory_fraction {fraction}" if fraction is not None else ""
+    return Launch(settings, None if fraction is None else float(fraction),
+                  f"TensorRT-LLM launch: InferenceX {e['config']}: {_told(settings)}{kv} ({e['scripts']}) (harness)")
+
+
+def _told(settings: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in settings.items())
 
 
 VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # `vllm serve` on >= 70 GiB GPUs (EngineArgs.get_batch_defaults)
@@ -224,24 +238,20 @@ VLLM_DEFAULT_MAX_NUM_SEQS = 1024
 
 def vllm_launch(harness: str | None, model: str, system: str, weights: str | None, measured: str | None, tp: int,
                 attn_dp: int, isl: int, osl: int, clients: int,
-                inferencex_client: bool = SIMULATE_INFERENCEX_CLIENT) -> tuple[dict, str] | None:
+                inferencex_client: bool = SIMULATE_INFERENCEX_CLIENT) -> Launch | None:
     """The VllmScheduler settings an InferenceX single-node script launched the run with (harness.toml [[vllm]], the
-    first entry that matches), for the engine that holds all `attn_dp` engine cores, and the note that says so;
-    None for any other run or with InferenceX's client off."""
-    if harness != INFERENCEX or not inferencex_client:
+    first entry that matches), for the engine that holds all `attn_dp` engine cores; None for any other run or with
+    InferenceX's client off."""
+    e = _inferencex_entry("vllm", harness, inferencex_client, model, system, weights, measured, tp, isl, osl, clients)
+    if e is None:
         return None
-    for e in _harness_data()["vllm"]:
-        if not _entry_matches(e, model, system, weights, measured, tp, isl, osl, clients):
-            continue
-        ranks = max(1, attn_dp)
-        tokens = (isl * int(e["max_num_batched_tokens_isl_times"]) if "max_num_batched_tokens_isl_times" in e
-                  else int(e.get("max_num_batched_tokens", VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)))
-        seqs = e.get("max_num_seqs", VLLM_DEFAULT_MAX_NUM_SEQS)
-        seqs = clients if seqs == "clients" else int(seqs)
-        settings = {"max_num_batched_tokens": max(tokens, seqs) * ranks, "max_num_seqs": seqs * ranks}
-        told = ", ".join(f"{k} {v}" for k, v in settings.items())
-        return settings, f"vLLM launch: InferenceX {e['config']}: {told} ({e['scripts']}) (harness)"
-    return None
+    ranks = max(1, attn_dp)
+    tokens = (isl * int(e["max_num_batched_tokens_isl_times"]) if "max_num_batched_tokens_isl_times" in e
+              else int(e.get("max_num_batched_tokens", VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)))
+    seqs = e.get("max_num_seqs", VLLM_DEFAULT_MAX_NUM_SEQS)
+    seqs = clients if seqs == "clients" else int(seqs)
+    settings = {"max_num_batched_tokens": max(tokens, seqs) * ranks, "max_num_seqs": seqs * ranks}
+    return Launch(settings, None, f"vLLM launch: InferenceX {e['config']}: {_told(settings)} ({e['scripts']}) (harness)")
 
 
 def sglang_launch(harness: str | None, model: str, system: str, weights: str | None, version: str | None, tp: int,
@@ -253,29 +263,22 @@ def sglang_launch(harness: str | None, model: str, system: str, weights: str | N
     than its measured runs, whose drawn lengths spread them."""
     data = _harness_data()
     if harness == INFERENCEX:
-        if not inferencex_client:
+        e = _inferencex_entry("sglang", harness, inferencex_client, model, system, weights, None, tp, isl, osl,
+                              clients)
+        if e is None:
             return None
-        for e in data["sglang"]:
-            if model not in e["models"] or system != e["system"] or weights != e["weights"]:
-                continue
-            if "when_tp" in e and tp != e["when_tp"]:
-                continue
-            if "when_lengths" in e and [isl, osl] != list(e["when_lengths"]):
-                continue
-            settings: dict = {"enable_mixed_chunk": False}
-            if "max_running_requests" in e:
-                cap = e["max_running_requests"]
-                settings["max_running_requests"] = clients if cap == "clients" else int(cap)
-            for key in ("chunked_prefill_size", "max_prefill_tokens"):
-                if key in e:
-                    settings[key] = int(e[key])
-            if "scheduler_recv_interval" in e:
-                low = clients < e.get("low_clients", 0)
-                key = "scheduler_recv_interval_low" if low else "scheduler_recv_interval"
-                settings["scheduler_recv_interval"] = int(e[key])
-            told = ", ".join(f"{k} {v}" for k, v in settings.items())
-            return settings, f"SGLang launch: InferenceX {e['config']}: {told} ({e['scripts']}) (harness)"
-        return None
+        settings: dict = {"enable_mixed_chunk": False}
+        if "max_running_requests" in e:
+            cap = e["max_running_requests"]
+            settings["max_running_requests"] = clients if cap == "clients" else int(cap)
+        for key in ("chunked_prefill_size", "max_prefill_tokens"):
+            if key in e:
+                settings[key] = int(e[key])
+        if "scheduler_recv_interval" in e:
+            low = clients < e.get("low_clients", 0)
+            key = "scheduler_recv_interval_low" if low else "scheduler_recv_interval"
+            settings["scheduler_recv_interval"] = int(e[key])
+        return settings, f"SGLang launch: InferenceX {e['config']}: {_told(settings)} ({e['scripts']}) (harness)"
     if harness == AICONFIGURATOR:
         start = release_tuple(data["aiconfigurator"]["sglang_mixed_chunk_from"])
         found = release_tuple(version)

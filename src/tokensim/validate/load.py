@@ -24,7 +24,7 @@ from tokensim.prediction.serving import engine_for, read_trace_folder, trace_eng
 from tokensim.sim import ClosedLoop, Workload, load_trace, load_trace_measurements, simulate
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model, find_name
-from tokensim.validate.harness import client_lengths, harness_limits
+from tokensim.validate.harness import Launch, client_lengths, harness_limits
 from tokensim.validate.serving import ServingCase, harness_launch
 
 STATS = ("mean", "p50", "p90", "p99")
@@ -133,19 +133,21 @@ def benchmark_scheduler(case: ServingCase):
     attention data-parallel rank (each rank runs its own scheduler: SGLang's and TensorRT-LLM's attention DP, vLLM's
     data-parallel engine cores); the simulated engine holds every rank, so its caps are the ranks' sums. Runs of a
     harness whose launch scripts say otherwise (InferenceX's MTP runs, `validate.harness.harness_limits`) get those."""
+    return _scheduler(case, _launch(case))
+
+
+def _launch(case: ServingCase) -> Launch | None:
+    return harness_launch(case.run, case.deployment, case.concurrency, case.prefill_in_decode)
+
+
+def _scheduler(case: ServingCase, launch: Launch | None):
+    """`benchmark_scheduler` with the run's launch (`serving.harness_launch`) already read."""
     d, run = case.deployment, case.run
     limits = harness_limits(run.image, run.engine, d.attn_dp, int(run.concurrency), run.isl)
     if limits is not None:          # a harness whose launch script is public: its own settings (validate.harness)
         return pool_scheduler(d.engine, d.attn_dp, limits[0], run.isl, limits[1])
     scheduler = pool_scheduler(d.engine, d.attn_dp, per_rank_batch(case), run.isl)
-    launch = harness_launch(run, d, case.concurrency, case.prefill_in_decode)
-    return scheduler if launch is None else replace(scheduler, **launch[0])
-
-
-def launch_memory_fraction(case: ServingCase) -> float | None:
-    """The KV cache's memory fraction the run's launch script set (None: the generator's, `generator_memory_fraction`)."""
-    launch = harness_launch(case.run, case.deployment, case.concurrency, case.prefill_in_decode)
-    return None if launch is None else launch[1]
+    return scheduler if launch is None else replace(scheduler, **launch.settings)
 
 
 def engine_release(run) -> str | None:
@@ -165,8 +167,9 @@ def worker_engine(case: ServingCase, model, hw, constants: ConstantsTable | None
     generator templates' free_gpu_memory_fraction of 0.80 (vLLM's and SGLang's templates leave theirs at the
     engine's default)."""
     graph = min(per_rank_batch(case), max(1, math.ceil(case.concurrency / case.deployment.attn_dp)))
-    fraction = launch_memory_fraction(case) or generator_memory_fraction(case.deployment.engine)
-    return engine_for(model, hw, case.deployment, constants=constants, scheduler=benchmark_scheduler(case),
+    launch = _launch(case)
+    fraction = (launch.memory_fraction if launch is not None else None) or generator_memory_fraction(case.deployment.engine)
+    return engine_for(model, hw, case.deployment, constants=constants, scheduler=_scheduler(case, launch),
                       engine_version=engine_release(case.run), cuda_graph_batch=graph, memory_fraction=fraction)
 
 

@@ -32,6 +32,7 @@ from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model
 from tokensim.specs.model.spec import MoE
 from tokensim.validate.harness import (
+    Launch,
     harness_speculation,
     lengths_note,
     mean_lengths,
@@ -210,7 +211,7 @@ def serving_case(run: SiliconRun) -> ServingCase:
         notes.append(implied[1])
     launch = harness_launch(run, dep, concurrency, run.agg is not None)
     if launch is not None:
-        notes.append(launch[2])
+        notes.append(launch.note)
     drawn = lengths_note(run.harness, run.isl, run.osl)
     if drawn:
         notes.append(drawn)
@@ -225,26 +226,24 @@ def serving_case(run: SiliconRun) -> ServingCase:
     return ServingCase(run, dep, concurrency, run.agg is not None, tuple(notes), cap)
 
 
-def harness_launch(run: SiliconRun, dep: Deployment, concurrency: float,
-                   agg: bool) -> tuple[dict, float | None, str] | None:
+def harness_launch(run: SiliconRun, dep: Deployment, concurrency: float, agg: bool) -> Launch | None:
     """The scheduler settings an aggregated run's harness launched its engine with, the KV cache's memory fraction
-    where the launch sets it, and the note that says so (`validate.harness.sglang_launch`, `trtllm_launch`); None
-    where the harness's launch is not known. InferenceX's MTP runs keep their own limits (`harness_limits`)."""
+    where the launch sets it, and the note that says so (`validate.harness.sglang_launch`, `trtllm_launch`,
+    `vllm_launch`); None where the harness's launch is not known. InferenceX's MTP runs keep their own limits
+    (`harness_limits`)."""
     if not agg:
         return None
     clients = max(1, int(round(concurrency)))
     if run.engine == "sglang":
         found = sglang_launch(run.harness, run.model, run.system, run.weights, run.engine_version, dep.tp, run.isl,
                               run.osl, clients)
-        return None if found is None else (found[0], None, found[1])
+        return None if found is None else Launch(found[0], None, found[1])
     if run.engine == "trtllm" and mtp_drafts(run.image, run.engine, dep.attn_dp) is None:
-        t = trtllm_launch(run.harness, run.model, run.system, run.weights, run.measured, dep.tp, dep.attn_dp,
-                          run.isl, run.osl, clients)
-        return None if t is None else (t.settings, t.memory_fraction, t.note)
+        return trtllm_launch(run.harness, run.model, run.system, run.weights, run.measured, dep.tp, dep.attn_dp,
+                             run.isl, run.osl, clients)
     if run.engine == "vllm":
-        v = vllm_launch(run.harness, run.model, run.system, run.weights, run.measured, dep.tp, dep.attn_dp, run.isl,
-                        run.osl, clients)
-        return None if v is None else (v[0], None, v[1])
+        return vllm_launch(run.harness, run.model, run.system, run.weights, run.measured, dep.tp, dep.attn_dp,
+                           run.isl, run.osl, clients)
     return None
 
 

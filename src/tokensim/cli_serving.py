@@ -92,6 +92,7 @@ def _table(title: str, rows: list[list[str]]):
 def register(app: typer.Typer, out, note) -> None:
     from tokensim.output.files import check_target
     from tokensim.output.json_out import emit_json
+    from tokensim.sim.workload import check_range_ratio
 
     @app.command()
     def simulate(
@@ -112,6 +113,10 @@ def register(app: typer.Typer, out, note) -> None:
         trace: str | None = typer.Option(None, "--trace", help="a trace file (.jsonl/.csv) or a trace folder with meta.json"),
         input_tokens: int = typer.Option(1024, "--input-tokens", min=1, help="prompt tokens per request"),
         output_tokens: int = typer.Option(256, "--output-tokens", min=1, help="generated tokens per request"),
+        range_ratio: float = typer.Option(1.0, "--range-ratio",
+                                          help="draw each request's input and output tokens uniformly from [R x L, L], "
+                                               "as the random datasets of vLLM's, SGLang's and InferenceX's benchmark "
+                                               "clients do (--random-range-ratio); 1: every request exactly L"),
         requests: int = typer.Option(1000, "--requests", min=1, max=10_000_000, help="requests to simulate"),
         dataset: str | None = typer.Option(None, "--dataset",
                                            help="JSONL of input_tokens/output_tokens per request (replaces --input-tokens "
@@ -155,6 +160,8 @@ def register(app: typer.Typer, out, note) -> None:
         if sum(x is not None and x != [] for x in (rates or None, concurrency, trace_file)) != 1:
             raise bad_value("load", f"--rate {rate}, --concurrency {concurrency}, --trace {trace}",
                             "exactly one of --rate, --concurrency or --trace")
+        if check_range_ratio(range_ratio, "--range-ratio") < 1 and (dataset is not None or trace_file is not None):
+            raise bad_value("--range-ratio", range_ratio, "1 with --dataset or --trace (they carry each request's lengths)")
         data = None
         if dataset is not None:
             if trace_file is not None:
@@ -170,9 +177,9 @@ def register(app: typer.Typer, out, note) -> None:
                             f"input + output tokens ({input_tokens} + {output_tokens}) within the model's context of "
                             f"{spec.max_model_len} tokens")
         loads = ([LoadSpec(requests, rate_per_s=r, input_tokens=input_tokens, output_tokens=output_tokens, seed=seed,
-                           dataset=data) for r in rates] or
+                           dataset=data, range_ratio=range_ratio) for r in rates] or
                  [LoadSpec(requests, concurrency=concurrency, input_tokens=input_tokens, output_tokens=output_tokens,
-                           trace=trace_file, seed=seed, dataset=data)])
+                           trace=trace_file, seed=seed, dataset=data, range_ratio=range_ratio)])
         caps = _caps(spec, max_running)
         if stem and len(caps) > 1:
             raise bad_value("--plot", plot, "a sweep of --rate alone (one --max-running value)")
@@ -199,6 +206,8 @@ def register(app: typer.Typer, out, note) -> None:
             s["load"] = {"rate_per_s": ld.rate_per_s, "concurrency": ld.concurrency, "trace": str(ld.trace) if ld.trace else None,
                          "input_tokens": None if ld.dataset else ld.input_tokens,
                          "output_tokens": None if ld.dataset else ld.output_tokens}
+            if ld.range_ratio < 1:
+                s["load"]["range_ratio"] = ld.range_ratio
             if ld.dataset:
                 s["load"]["dataset"] = str(ld.dataset)
             if p.scheduler:
@@ -228,6 +237,9 @@ def register(app: typer.Typer, out, note) -> None:
         input_tokens: int | None = typer.Option(None, "--input-tokens", min=1, help="prompt tokens per request"),
         output_tokens: int | None = typer.Option(None, "--output-tokens", min=1, help="generated tokens per request"),
         dataset: str | None = typer.Option(None, "--dataset", help="JSONL of input/output token counts per request"),
+        range_ratio: float = typer.Option(1.0, "--range-ratio",
+                                          help="draw each request's input and output tokens uniformly from [R x L, L] "
+                                               "(benchmark_serving's --random-range-ratio); 1: every request exactly L"),
         endpoint: str = typer.Option("completions", "--endpoint", help="completions or chat"),
         max_duration: float = typer.Option(600.0, "--max-duration", help="stop sending after this many seconds"),
         save: str | None = typer.Option(None, "--save", help="write the run as a trace folder (replay with simulate --trace)"),
@@ -241,11 +253,13 @@ def register(app: typer.Typer, out, note) -> None:
             raise bad_value("--rate", rate, "a finite number of requests per second > 0")
         if endpoint not in ("completions", "chat"):
             raise bad_value("--endpoint", endpoint, "completions or chat")
+        if check_range_ratio(range_ratio, "--range-ratio") < 1 and dataset is not None:
+            raise bad_value("--range-ratio", range_ratio, "1 with --dataset (it carries each request's lengths)")
         if dataset is None and (input_tokens is None or output_tokens is None):
             input_tokens, output_tokens = input_tokens or 256, output_tokens or 64
         config = BenchConfig(base_url=url, model=model, num_requests=requests, request_rate_per_s=rate,
                              concurrency=concurrency, input_tokens=input_tokens, output_tokens=output_tokens,
-                             dataset_path=dataset, endpoint=endpoint, max_duration_s=max_duration)
+                             dataset_path=dataset, range_ratio=range_ratio, endpoint=endpoint, max_duration_s=max_duration)
         result = run_bench(config)
         if save:
             note.print(f"wrote {result.save_trace(save)}", highlight=False)
@@ -255,7 +269,8 @@ def register(app: typer.Typer, out, note) -> None:
             spec, _ = _engine_from_args(compare, model, "", None, None, None, 1, 1, None, "bf16", "vllm")
             simulated = simulate_serving(spec, LoadSpec(requests, rate_per_s=rate,
                                                         concurrency=concurrency if rate is None else None,
-                                                        input_tokens=input_tokens or 256, output_tokens=output_tokens or 64))
+                                                        input_tokens=input_tokens or 256, output_tokens=output_tokens or 64,
+                                                        range_ratio=range_ratio))
         if json_out:
             doc: dict[str, Any] = dict(result.summary)
             if simulated is not None:

@@ -144,6 +144,6 @@ def test_public_api_is_pinned():
         "RecordingTimer", "Replicas", "SglangScheduler", "Simulation", "SimulationResult",
         "SpeculativeDecoding", "StaticBatchScheduler", "StepBatch", "StepTimer", "TokenEvent",
         "TrtllmScheduler", "VllmScheduler", "Workload", "gamma_arrivals", "load_trace",
-        "load_trace_measurements", "poisson_arrivals", "simulate", "synthetic"])
+        "load_trace_measurements", "poisson_arrivals", "range_lengths", "simulate", "synthetic"])
     for name in sim_pkg.__all__:
         assert getattr(sim_pkg, name) is not None

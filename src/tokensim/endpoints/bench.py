@@ -25,11 +25,13 @@ from datetime import UTC, datetime
 from typing import cast
 
 import aiohttp
+import numpy as np
 
 from tokensim.endpoints.results import BenchResult, RequestRecord, Slo, summarize
 from tokensim.endpoints.stream import StreamError, StreamOutcome, read_stream
 from tokensim.endpoints.workload import RequestSpec, build_prompt, load_dataset
 from tokensim.errors import TokensimError, bad_value, require
+from tokensim.sim.workload import check_range_ratio, range_lengths
 
 ENDPOINT_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 PREFLIGHT_TIMEOUT_S = 10.0
@@ -45,6 +47,7 @@ class BenchConfig:
     input_tokens: int | None = None            # fixed lengths ...
     output_tokens: int | None = None
     dataset_path: str | None = None            # ... or lengths from a JSONL file
+    range_ratio: float = 1.0                   # fixed lengths drawn uniformly from [range_ratio x L, L] per request
     endpoint: str = "completions"              # "completions" or "chat"
     seed: int = 0
     max_duration_s: float = 600.0
@@ -74,6 +77,8 @@ class BenchConfig:
             require(self.num_requests is not None, "num_requests", None, "a number of requests (or a dataset_path)")
         else:
             require(fixed == (None, None), "input_tokens, output_tokens", fixed, "none with a dataset_path")
+        require(check_range_ratio(self.range_ratio) == 1 or self.dataset_path is None, "range_ratio", self.range_ratio,
+                "1 with a dataset_path (the dataset carries each request's lengths)")
         if self.num_requests is not None:
             require(_is_int(self.num_requests) and self.num_requests >= 1, "num_requests", self.num_requests,
                     "an integer >= 1")
@@ -105,7 +110,8 @@ async def bench_async(config: BenchConfig) -> BenchResult:
     conditions = {"url": base_url, "model": config.model, "endpoint": config.endpoint, "process": config.process,
                   "request_rate_per_s": config.request_rate_per_s, "concurrency": config.concurrency,
                   "num_requests": len(specs), "input_tokens": config.input_tokens,
-                  "output_tokens": config.output_tokens, "dataset": config.dataset_path, "seed": config.seed,
+                  "output_tokens": config.output_tokens, "range_ratio": config.range_ratio,
+                  "dataset": config.dataset_path, "seed": config.seed,
                   "max_duration_s": config.max_duration_s, "request_timeout_s": config.request_timeout_s,
                   "vllm_extensions": config.vllm_extensions,
                   "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -130,8 +136,15 @@ async def bench_async(config: BenchConfig) -> BenchResult:
 
 def _workload(config: BenchConfig) -> list[RequestSpec]:
     if config.dataset_path is None:          # then all three are set: checked when the config was built
-        spec = RequestSpec(cast(int, config.input_tokens), cast(int, config.output_tokens))
-        return [spec] * cast(int, config.num_requests)
+        n, isl, osl = cast(int, config.num_requests), cast(int, config.input_tokens), cast(int, config.output_tokens)
+        if config.range_ratio == 1:
+            return [RequestSpec(isl, osl)] * n
+        # the simulator's draw (prediction.serving.workload_for): the seed's generator, inputs then outputs, so that a
+        # run and its --compare simulation send the same lengths
+        rng = np.random.default_rng(config.seed)
+        inputs = range_lengths(isl, config.range_ratio, n, rng)
+        outputs = range_lengths(osl, config.range_ratio, n, rng)
+        return [RequestSpec(int(i), int(o)) for i, o in zip(inputs, outputs, strict=True)]
     specs = load_dataset(config.dataset_path)
     count = config.num_requests or len(specs)
     return [specs[i % len(specs)] for i in range(count)]     # a short dataset is cycled

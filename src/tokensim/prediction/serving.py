@@ -22,6 +22,7 @@ from tokensim.perf.memory import stage_memory
 from tokensim.perf.timer import CostModelTimer
 from tokensim.prediction.kv_pool import MIB, kv_pool_bytes, sglang_chunk_and_graph_batch
 from tokensim.sim import EngineSpec, SglangScheduler, SpeculativeDecoding, TrtllmScheduler, VllmScheduler
+from tokensim.sim.workload import check_range_ratio
 from tokensim.specs.hardware.catalog import find_name as find_hardware
 from tokensim.specs.hardware.catalog import load_hardware
 from tokensim.specs.hardware.spec import HardwareSpec
@@ -153,7 +154,9 @@ def trace_engine(folder: TraceFolder, model: ModelSpec, constants: ConstantsTabl
 @dataclass(frozen=True)
 class LoadSpec:
     """What arrives: `requests` at `rate_per_s` (Poisson, gamma when cv != 1) or from `concurrency` closed-loop
-    clients, each `input_tokens` in and `output_tokens` out; or the requests of a trace file."""
+    clients, each `input_tokens` in and `output_tokens` out (or, with `range_ratio` < 1, each drawn uniformly from
+    [range_ratio x that, that], as benchmark clients' random datasets draw them: `sim.range_lengths`); or the
+    requests of a trace file."""
 
     requests: int = 1000
     rate_per_s: float | None = None
@@ -164,17 +167,20 @@ class LoadSpec:
     trace: Path | None = None
     seed: int = 0
     dataset: Path | None = None     # JSONL of input/output token counts per request, taken in order and cycled
+    range_ratio: float = 1.0        # lengths drawn uniformly from [range_ratio x L, L]; 1: every request exactly L
 
     def __post_init__(self) -> None:
         # the one seed feeds the workload's generator and the simulator's (numpy takes only seeds >= 0)
         require(isinstance(self.seed, numbers.Integral) and self.seed >= 0, "seed", self.seed, "an integer >= 0")
+        if check_range_ratio(self.range_ratio) < 1 and (self.dataset is not None or self.trace is not None):
+            raise bad_value("range_ratio", self.range_ratio, "1 with a dataset or a trace (they carry each request's lengths)")
 
 
 def workload_for(load: LoadSpec):
     """The simulator's workload for a LoadSpec (a Workload, or a ClosedLoop around one)."""
     import numpy as np
 
-    from tokensim.sim import ClosedLoop, load_trace, synthetic
+    from tokensim.sim import ClosedLoop, load_trace, range_lengths, synthetic
 
     if load.trace is not None:
         return load_trace(load.trace)
@@ -191,6 +197,11 @@ def workload_for(load: LoadSpec):
         order = np.arange(load.requests) % len(specs)
         inputs = np.array([s.input_tokens for s in specs], dtype=np.int64)[order]
         outputs = np.array([s.output_tokens for s in specs], dtype=np.int64)[order]
+    elif load.range_ratio < 1:
+        # drawn before the arrivals, inputs then outputs; a ratio of 1 draws nothing, so fixed lengths keep every
+        # earlier workload (and its arrivals) as it was
+        inputs = range_lengths(load.input_tokens, load.range_ratio, load.requests, rng)
+        outputs = range_lengths(load.output_tokens, load.range_ratio, load.requests, rng)
     work = synthetic(load.requests, rng, rate_per_s=load.rate_per_s, cv=load.cv, input_tokens=inputs,
                      output_tokens=outputs)
     return ClosedLoop(load.concurrency, work) if load.concurrency is not None else work

@@ -19,6 +19,7 @@ from tokensim.sim.workload import (
     load_trace,
     load_trace_measurements,
     poisson_arrivals,
+    range_lengths,
     synthetic,
 )
 
@@ -26,4 +27,4 @@ __all__ = ["AffineTimer", "ClosedLoop", "ConstantTimer", "Disaggregated", "Engin
            "OnlineSimulation", "RecordingTimer", "Replicas", "SglangScheduler", "Simulation",
            "SimulationResult", "SpeculativeDecoding", "StaticBatchScheduler", "StepBatch", "StepTimer",
            "TokenEvent", "TrtllmScheduler", "VllmScheduler", "Workload", "gamma_arrivals", "load_trace",
-           "load_trace_measurements", "poisson_arrivals", "simulate", "synthetic"]
+           "load_trace_measurements", "poisson_arrivals", "range_lengths", "simulate", "synthetic"]

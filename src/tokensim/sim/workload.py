@@ -146,6 +146,25 @@ def gamma_arrivals(rate_per_s: float, cv: float, n: int, rng: np.random.Generato
     return np.cumsum(rng.gamma(shape, 1.0 / (rate * shape), n))
 
 
+def check_range_ratio(value, field: str = "range_ratio") -> float:
+    """A length range ratio (`range_lengths`): a finite fraction in (0, 1]; else an error naming `field`."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 < value <= 1
+    require(ok, field, value, "a fraction in (0, 1]")
+    return float(value)
+
+
+def range_lengths(length: int, range_ratio: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """`n` token counts drawn uniformly from the integers in [max(1, int(range_ratio x length)), length], as the
+    random datasets of the common benchmark clients draw each request's input and output lengths (vLLM's and
+    InferenceX's benchmark_serving.py, sample_random_requests: np.random.randint(int(L x r), L + 1); SGLang's
+    bench_serving --random-range-ratio); range_ratio 1 gives every request exactly `length` and draws nothing."""
+    require(isinstance(length, (int, np.integer)) and length >= 1, "length", length, "a whole number of tokens >= 1")
+    check_range_ratio(range_ratio)
+    if range_ratio == 1:
+        return np.full(n, int(length), dtype=np.int64)
+    return rng.integers(max(1, int(length * range_ratio)), int(length) + 1, n).astype(np.int64)
+
+
 def synthetic(n: int, rng: np.random.Generator, *, rate_per_s: float | None = None, cv: float = 1.0,
               input_tokens=1000, output_tokens=200, n_prefixes: int = 0,
               prefix_tokens: int = 0) -> Workload:

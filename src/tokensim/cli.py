@@ -211,7 +211,8 @@ def predict(
         k = for_hardware(hw_spec, str(engine))
         d = p.to_dict()
         d["constants"] = {name: {"value": getattr(k, name), "evidence": why}
-                          for name, why in evidence(hw_spec.family, hw_spec.kind, str(engine), hw_spec.vendor).items()}
+                          for name, why in evidence(hw_spec.family, hw_spec.kind, str(engine), hw_spec.vendor,
+                                                         chip=hw_spec.name).items()}
         return emit_json(d)
     print_prediction(p, out)
 

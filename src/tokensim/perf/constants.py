@@ -89,10 +89,12 @@ def _read(path: Path) -> dict:
         raise TokensimError(f"{path}: not a readable constants table ({str(exc).splitlines()[0]})") from None
 
 
-def levels(family: str, kind: str, engine: str, vendor: str) -> tuple[tuple[str, str], ...]:
-    """The (family-or-kind-or-vendor, engine) levels a lookup visits, least specific first (the last one found wins)."""
-    return (("default", "default"), ("default", engine), (kind, "default"), (kind, engine),
-            (vendor, "default"), (vendor, engine), (family, "default"), (family, engine))
+def levels(family: str, kind: str, engine: str, vendor: str, chip: str = "") -> tuple[tuple[str, str], ...]:
+    """The (chip-or-family-or-kind-or-vendor, engine) levels a lookup visits, least specific first (the last one found
+    wins). A chip's own level (its catalog name) holds what was measured on that chip alone (kernel profiles)."""
+    out = (("default", "default"), ("default", engine), (kind, "default"), (kind, engine),
+           (vendor, "default"), (vendor, engine), (family, "default"), (family, engine))
+    return out + ((chip, "default"), (chip, engine)) if chip else out
 
 
 @dataclass(frozen=True)
@@ -104,24 +106,26 @@ class ConstantsTable:
     overlay: dict = field(default_factory=dict)       # {family: {engine: {name: value}}}
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def merged(self, family: str, kind: str = "", engine: str = "default", vendor: str = "") -> dict[str, Any]:
+    def merged(self, family: str, kind: str = "", engine: str = "default", vendor: str = "",
+               chip: str = "") -> dict[str, Any]:
         """Most specific level wins; within a level, fitted values and then the overlay beat the base file."""
         out: dict[str, Any] = {}
         fitted = self.fitted.get("constants", {})
-        for fam, eng in levels(family, kind, engine, vendor.lower()):
+        for fam, eng in levels(family, kind, engine, vendor.lower(), chip):
             out.update(self.base.get(fam, {}).get(eng, {}))
             out.update(fitted.get(fam, {}).get(eng, {}))
             out.update(self.overlay.get(fam, {}).get(eng, {}))
         return out
 
-    def constants_for(self, family: str, kind: str = "", engine: str = "default", vendor: str = "") -> Constants:
+    def constants_for(self, family: str, kind: str = "", engine: str = "default", vendor: str = "",
+                      chip: str = "") -> Constants:
         name = canonical_engine(engine)
         if name is None:
             raise bad_value("engine", engine, f"one of {', '.join(sorted(engine_profiles()))} (tokensim engines)")
         engine = name
-        key = (family, kind, engine, vendor)
+        key = (family, kind, engine, vendor, chip)
         if key not in self._cache:
-            values = self.merged(family, kind, engine, vendor)
+            values = self.merged(family, kind, engine, vendor, chip)
             missing = [n for n in NAMES if n not in values]
             if missing:
                 raise TokensimError(f"constants table: {', '.join(missing)} missing for {family}/{engine}")
@@ -129,8 +133,8 @@ class ConstantsTable:
         return self._cache[key]
 
     def for_hardware(self, hw, engine: str = "default") -> Constants:
-        """The constants for a HardwareSpec (its family, kind and vendor) and an engine class."""
-        return self.constants_for(hw.family, hw.kind, engine, hw.vendor)
+        """The constants for a HardwareSpec (its family, kind, vendor and own name) and an engine class."""
+        return self.constants_for(hw.family, hw.kind, engine, hw.vendor, hw.name)
 
     def with_overlay(self, values: dict) -> ConstantsTable:
         """A new table with `values` ({family: {engine: {name: value}}}) over this one's overlay."""
@@ -144,11 +148,12 @@ class ConstantsTable:
         """The base file alone (with this overlay): where a fit starts, so that it is reproducible."""
         return ConstantsTable(self.base, {}, self.overlay)
 
-    def evidence(self, family: str, kind: str = "", engine: str = "default", vendor: str = "") -> dict[str, str]:
-        """The evidence line behind each constant as used for this family, kind, engine and vendor."""
-        values = self.merged(family, kind, engine, vendor)
+    def evidence(self, family: str, kind: str = "", engine: str = "default", vendor: str = "",
+                 chip: str = "") -> dict[str, str]:
+        """The evidence line behind each constant as used for this family, kind, engine, vendor and chip."""
+        values = self.merged(family, kind, engine, vendor, chip)
         out = {n: str(values.get(f"{n}_evidence", "")) for n in NAMES}
-        for fam, eng in levels(family, kind, engine, vendor.lower()):
+        for fam, eng in levels(family, kind, engine, vendor.lower(), chip):
             for name in self.fitted.get("constants", {}).get(fam, {}).get(eng, {}):
                 out[name] = f"fitted by `tokensim fit` on {self.fitted.get('date', '?')} ({self.fitted.get('rows', '?')} rows)"
             for name in self.overlay.get(fam, {}).get(eng, {}):
@@ -196,6 +201,6 @@ def fitted_table() -> dict:
 
 
 def evidence(family: str, kind: str = "", engine: str = "default", vendor: str = "",
-             table: ConstantsTable | None = None) -> dict[str, str]:
-    """The evidence line behind each constant for this family, kind, engine and vendor (default table)."""
-    return table_or_default(table).evidence(family, kind, engine, vendor)
+             table: ConstantsTable | None = None, chip: str = "") -> dict[str, str]:
+    """The evidence line behind each constant for this family, kind, engine, vendor and chip (default table)."""
+    return table_or_default(table).evidence(family, kind, engine, vendor, chip)

@@ -107,11 +107,11 @@ def _hardware_keys(name: str) -> tuple[str, str, str]:
 
 
 def effective_level(name: str, family: str, kind: str, vendor: str, engine: str, fitted_levels: AbstractSet,
-                    base: dict) -> tuple[str, str]:
+                    base: dict, chip: str = "") -> tuple[str, str]:
     """The level of the constants table whose value of `name` a row on this hardware and engine uses: the most
     specific level holding it, in the base file or among the constants being fitted."""
     found = ("default", "default")
-    for level in levels(family, kind, engine, vendor):
+    for level in levels(family, kind, engine, vendor, chip):
         if name in base.get(level[0], {}).get(level[1], {}) or (level[0], level[1], name) in fitted_levels:
             found = level
     return found
@@ -124,7 +124,7 @@ def affected(param, data: FitData, fitted_levels: AbstractSet) -> FitData:
     def moves(hardware: str, engine: str) -> bool:
         family, kind, vendor = _hardware_keys(hardware)
         level = effective_level(param.name, family, kind, vendor, canonical_engine(engine) or "default",
-                                fitted_levels, base)
+                                fitted_levels, base, hardware)
         return level == (param.family, param.engine)
 
     return data.subset(lambda c: moves(c.hardware, c.deployment.engine),

@@ -14,6 +14,11 @@ from tokensim.validate.run import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- validation:start -->", "<!-- validation:end -->"
+KERNELS_NOTE = ("The traces' two chips are priced with constants set from vLLM 0.19's kernels profiled on them "
+                "(LLMServingSim's profiler: one layer's projections at 1 to 2,048 tokens, `tokensim/data/kernels/`; "
+                "`python -m tokensim.validate.kernels` prints the fit and its error, median 4.5 % on the RTX 4090 and "
+                "3.8 % on the RTX PRO 6000), never from the traces. The Qwen3-32B run is at TP 2 over PCIe, whose "
+                "all-reduce no profile times: it is the one still off.")
 CLAIMS_START, CLAIMS_END = "<!-- claims:start -->", "<!-- claims:end -->"
 
 
@@ -126,6 +131,7 @@ def section(sample: int = 0) -> str:
                 e, pe = x["error"][m][k], x["peer_error"].get(m, {}).get(k)
                 cells.append(f"{e:+.0%}" + ("" if pe is None else f" ({pe:+.1%})"))
         lines.append(f"| {x['trace']} | " + " | ".join(cells) + " |")
+    lines += ["", KERNELS_NOTE]
     dev = load.get("serving_dev")
     if dev:
         lines += ["", f"`serving_dev.csv` (engine benchmark pages, papers' validation runs, LLMServingSim's recorded runs), "

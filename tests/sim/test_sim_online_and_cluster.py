@@ -143,7 +143,7 @@ def test_public_api_is_pinned():
         "AffineTimer", "ClosedLoop", "ConstantTimer", "Disaggregated", "EngineSpec", "OnlineSimulation",
         "RecordingTimer", "Replicas", "SglangScheduler", "Simulation", "SimulationResult",
         "SpeculativeDecoding", "StaticBatchScheduler", "StepBatch", "StepTimer", "TokenEvent",
-        "TrtllmScheduler", "VllmScheduler", "Workload", "gamma_arrivals", "load_trace",
+        "TrtllmScheduler", "VllmScheduler", "Workload", "drawn_lengths", "gamma_arrivals", "load_trace",
         "load_trace_measurements", "poisson_arrivals", "range_lengths", "simulate", "synthetic"])
     for name in sim_pkg.__all__:
         assert getattr(sim_pkg, name) is not None

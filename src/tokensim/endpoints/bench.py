@@ -31,7 +31,7 @@ from tokensim.endpoints.results import BenchResult, RequestRecord, Slo, summariz
 from tokensim.endpoints.stream import StreamError, StreamOutcome, read_stream
 from tokensim.endpoints.workload import RequestSpec, build_prompt, load_dataset
 from tokensim.errors import TokensimError, bad_value, require
-from tokensim.sim.workload import check_range_ratio, range_lengths
+from tokensim.sim.workload import check_range_ratio, drawn_lengths
 
 ENDPOINT_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 PREFLIGHT_TIMEOUT_S = 10.0
@@ -139,11 +139,8 @@ def _workload(config: BenchConfig) -> list[RequestSpec]:
         n, isl, osl = cast(int, config.num_requests), cast(int, config.input_tokens), cast(int, config.output_tokens)
         if config.range_ratio == 1:
             return [RequestSpec(isl, osl)] * n
-        # the simulator's draw (prediction.serving.workload_for): the seed's generator, inputs then outputs, so that a
-        # run and its --compare simulation send the same lengths
-        rng = np.random.default_rng(config.seed)
-        inputs = range_lengths(isl, config.range_ratio, n, rng)
-        outputs = range_lengths(osl, config.range_ratio, n, rng)
+        # the simulator's draw from the same seed, so that a run and its --compare simulation send the same lengths
+        inputs, outputs = drawn_lengths(isl, osl, config.range_ratio, n, np.random.default_rng(config.seed))
         return [RequestSpec(int(i), int(o)) for i, o in zip(inputs, outputs, strict=True)]
     specs = load_dataset(config.dataset_path)
     count = config.num_requests or len(specs)

@@ -180,7 +180,7 @@ def workload_for(load: LoadSpec):
     """The simulator's workload for a LoadSpec (a Workload, or a ClosedLoop around one)."""
     import numpy as np
 
-    from tokensim.sim import ClosedLoop, load_trace, range_lengths, synthetic
+    from tokensim.sim import ClosedLoop, drawn_lengths, load_trace, synthetic
 
     if load.trace is not None:
         return load_trace(load.trace)
@@ -198,10 +198,9 @@ def workload_for(load: LoadSpec):
         inputs = np.array([s.input_tokens for s in specs], dtype=np.int64)[order]
         outputs = np.array([s.output_tokens for s in specs], dtype=np.int64)[order]
     elif load.range_ratio < 1:
-        # drawn before the arrivals, inputs then outputs; a ratio of 1 draws nothing, so fixed lengths keep every
-        # earlier workload (and its arrivals) as it was
-        inputs = range_lengths(load.input_tokens, load.range_ratio, load.requests, rng)
-        outputs = range_lengths(load.output_tokens, load.range_ratio, load.requests, rng)
+        # drawn before the arrivals; a ratio of 1 draws nothing, so fixed lengths keep every earlier workload (and
+        # its arrivals) as it was
+        inputs, outputs = drawn_lengths(load.input_tokens, load.output_tokens, load.range_ratio, load.requests, rng)
     work = synthetic(load.requests, rng, rate_per_s=load.rate_per_s, cv=load.cv, input_tokens=inputs,
                      output_tokens=outputs)
     return ClosedLoop(load.concurrency, work) if load.concurrency is not None else work

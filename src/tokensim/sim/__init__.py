@@ -15,6 +15,7 @@ from tokensim.sim.timer import AffineTimer, ConstantTimer, RecordingTimer, StepB
 from tokensim.sim.workload import (
     ClosedLoop,
     Workload,
+    drawn_lengths,
     gamma_arrivals,
     load_trace,
     load_trace_measurements,
@@ -26,5 +27,5 @@ from tokensim.sim.workload import (
 __all__ = ["AffineTimer", "ClosedLoop", "ConstantTimer", "Disaggregated", "EngineSpec",
            "OnlineSimulation", "RecordingTimer", "Replicas", "SglangScheduler", "Simulation",
            "SimulationResult", "SpeculativeDecoding", "StaticBatchScheduler", "StepBatch", "StepTimer",
-           "TokenEvent", "TrtllmScheduler", "VllmScheduler", "Workload", "gamma_arrivals", "load_trace",
+           "TokenEvent", "TrtllmScheduler", "VllmScheduler", "Workload", "drawn_lengths", "gamma_arrivals", "load_trace",
            "load_trace_measurements", "poisson_arrivals", "range_lengths", "simulate", "synthetic"]

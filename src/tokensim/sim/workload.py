@@ -165,6 +165,14 @@ def range_lengths(length: int, range_ratio: float, n: int, rng: np.random.Genera
     return rng.integers(max(1, int(length * range_ratio)), int(length) + 1, n).astype(np.int64)
 
 
+def drawn_lengths(input_tokens: int, output_tokens: int, range_ratio: float, n: int,
+                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The input and output tokens of `n` requests (`range_lengths`), inputs drawn first and outputs next from the
+    one generator: the order the simulator, `tokensim bench` and validation share, so that one seed gives each of
+    them the same requests."""
+    return (range_lengths(input_tokens, range_ratio, n, rng), range_lengths(output_tokens, range_ratio, n, rng))
+
+
 def synthetic(n: int, rng: np.random.Generator, *, rate_per_s: float | None = None, cv: float = 1.0,
               input_tokens=1000, output_tokens=200, n_prefixes: int = 0,
               prefix_tokens: int = 0) -> Workload:

@@ -124,12 +124,11 @@ def client_lengths(harness: str | None, isl: int, osl: int, n: int, seed: int = 
     note = lengths_note(harness, isl, osl, inferencex_client)
     if note is None:
         return np.full(n, isl, dtype=np.int64), np.full(n, osl, dtype=np.int64), None
-    from tokensim.sim import range_lengths
+    from tokensim.sim import drawn_lengths
 
     ratio = float(_harness_data()["client"]["range_ratio"])
-    rng = np.random.default_rng(seed)
-    inputs = range_lengths(isl, ratio, n, rng)
-    return inputs, range_lengths(osl, ratio, n, rng), note
+    inputs, outputs = drawn_lengths(isl, osl, ratio, n, np.random.default_rng(seed))
+    return inputs, outputs, note
 
 
 def lengths_note(harness: str | None, isl: int, osl: int,

@@ -105,10 +105,9 @@ def fit_chip(chip: str, table: ConstantsTable | None = None, sweeps: int = 3, st
 
 
 def main() -> None:
-    chips = sorted({p.chip for p in kernel_points()})
-    for chip in chips:
-        errors = np.abs(np.expm1(log_errors(chip)))
-        base = table_or_default(None)
+    base = table_or_default(None)
+    for chip in sorted({p.chip for p in kernel_points()}):
+        errors = np.abs(np.expm1(log_errors(chip, base)))
         print(f"{chip}: {errors.size} points, shipped constants: median |error| {np.median(errors):.1%}, "
               f"max {errors.max():.1%}")
         fitted = fit_chip(chip, base)

@@ -18,7 +18,13 @@ KERNELS_NOTE = ("The traces' two chips are priced with constants set from vLLM 0
                 "(LLMServingSim's profiler: one layer's projections at 1 to 2,048 tokens, `tokensim/data/kernels/`; "
                 "`python -m tokensim.validate.kernels` prints the fit and its error, median 4.5 % on the RTX 4090 and "
                 "3.8 % on the RTX PRO 6000), never from the traces. The Qwen3-32B run is at TP 2 over PCIe, whose "
-                "all-reduce no profile times: it is the one still off.")
+                "all-reduce no profile times: it is priced on a link without GPU peer-to-peer (medium pcie-host, "
+                "0.25 of the line rate from a published nccl-tests run without P2P, not fitted), which the trace's own "
+                "step times point to: with P2P's 0.66 the run came out 34 % fast on TTFT and 24 % on TPOT. That "
+                "choice of medium was read from this trace, so the trace is no clean out-of-sample check of it. The "
+                "same link moves serving_dev's Qwen3-30B-A3B rows (DP 2 x EP 2 on the same box, no trace shipped) the "
+                "wrong way, TPOT +29 % -> +48 %: their expert GEMMs at ~21 rows per expert are priced compute-bound "
+                "at ~44 TFLOP/s, a shape the chip's profiles do not test (docs/model.md 2.1).")
 CLAIMS_START, CLAIMS_END = "<!-- claims:start -->", "<!-- claims:end -->"
 
 

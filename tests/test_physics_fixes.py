@@ -104,24 +104,33 @@ def test_a_dsa_indexer_launches_its_kernels_before_the_sparse_core(model, kernel
 
 
 def test_a_pcie_link_carries_collectives_at_the_pcie_share_of_its_line_rate():
-    """Qwen3-32B at TP 2 on two RTX PRO 6000 (PCIe 5.0, 64 GB/s per direction, medium "pcie" in its file), a
-    prefill chunk of 2,048 tokens: ring traffic 2 x 1/2 x 2,048 x 5,120 x 2 B = 20,971,520 B per chip, time =
-    collective latency + 20,971,520 / (pcie share x 64e9). The same file with the medium unstated is priced at the
-    NVLink-class share: the two times differ by exactly the two shares' ratio beyond the latency."""
+    """Qwen3-32B at TP 2 on two RTX PRO 6000 (PCIe 5.0, 64 GB/s per direction, medium "pcie-host" in its file: no
+    GPU peer-to-peer), a prefill chunk of 2,048 tokens: ring traffic 2 x 1/2 x 2,048 x 5,120 x 2 B = 20,971,520 B
+    per chip, time = collective latency + 20,971,520 / (host-staged share x 64e9); with the shipped share 0.25 that
+    is the latency + 1.311 ms. The same file with medium "pcie" (P2P) is priced at the P2P share, and with the medium
+    unstated at the NVLink-class share: the times differ by exactly the shares' ratios beyond the latency."""
     from dataclasses import replace
 
     m, hw = tokensim.load_model("qwen3-32b"), tokensim.load_hardware("rtx-pro-6000")
-    assert hw.link("scale_up").medium == "pcie"
+    assert hw.link("scale_up").medium == "pcie-host"
     k = for_hardware(hw)
-    assert k.pcie_link_bandwidth_fraction < k.link_bandwidth_fraction     # PCIe collectives: a lower share
+    assert k.pcie_host_link_bandwidth_fraction < k.pcie_link_bandwidth_fraction < k.link_bandwidth_fraction
     op = allreduce_op(make_context(m, hw, Deployment(tp=2), k), 2048.0)
     assert op.comm_bytes == pytest.approx(20_971_520)
-    assert op.t_comm_s == pytest.approx(k.collective_latency_s + 20_971_520 / (k.pcie_link_bandwidth_fraction * 64e9),
-                                        rel=1e-12)
-    unstated = replace(hw, links=tuple(replace(link, medium="") for link in hw.links))
-    other = allreduce_op(make_context(m, unstated, Deployment(tp=2), k), 2048.0)
-    ratio = (op.t_comm_s - k.collective_latency_s) / (other.t_comm_s - k.collective_latency_s)
-    assert ratio == pytest.approx(k.link_bandwidth_fraction / k.pcie_link_bandwidth_fraction, rel=1e-12)
+    assert op.t_comm_s == pytest.approx(
+        k.collective_latency_s + 20_971_520 / (k.pcie_host_link_bandwidth_fraction * 64e9), rel=1e-12)
+    assert k.pcie_host_link_bandwidth_fraction == 0.25                   # the hand figure above
+    assert op.t_comm_s - k.collective_latency_s == pytest.approx(1.31072e-3, rel=1e-9)
+
+    def with_medium(medium):
+        other = replace(hw, links=tuple(replace(link, medium=medium) for link in hw.links))
+        return allreduce_op(make_context(m, other, Deployment(tp=2), k), 2048.0).t_comm_s - k.collective_latency_s
+
+    beyond = op.t_comm_s - k.collective_latency_s
+    assert beyond / with_medium("pcie") == pytest.approx(
+        k.pcie_link_bandwidth_fraction / k.pcie_host_link_bandwidth_fraction, rel=1e-12)
+    assert beyond / with_medium("") == pytest.approx(
+        k.link_bandwidth_fraction / k.pcie_host_link_bandwidth_fraction, rel=1e-12)
 
 
 def test_a_link_medium_outside_the_known_ones_is_refused_with_its_field():

@@ -29,8 +29,8 @@ FITTED_ENV = "TOKENSIM_FITTED"   # a fitted table written by `tokensim fit -o FI
 
 # achieved shares of a peak: a prediction divides by most of them, so 0 is refused here, not met as 0 / 0 later
 SHARES = ("hbm_bandwidth_fraction", "attention_bandwidth_fraction", "gemm_flops_fraction", "prefill_flops_fraction",
-          "link_bandwidth_fraction", "pcie_link_bandwidth_fraction", "usable_memory_fraction", "grouped_gemm_fraction",
-          "sustained_clock_fraction")
+          "link_bandwidth_fraction", "pcie_link_bandwidth_fraction", "pcie_host_link_bandwidth_fraction",
+          "usable_memory_fraction", "grouped_gemm_fraction", "sustained_clock_fraction")
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,8 @@ class Constants:
     collective_latency_s: float      # one small all-reduce
     all_to_all_latency_s: float      # one EP dispatch or combine
     link_bandwidth_fraction: float   # achieved / line rate of a collective over a chip-to-chip link (NVLink, ...)
-    pcie_link_bandwidth_fraction: float   # the same over a link whose medium is PCIe
+    pcie_link_bandwidth_fraction: float   # the same over a link whose medium is PCIe with GPU peer-to-peer
+    pcie_host_link_bandwidth_fraction: float   # and over PCIe without it, staged through host memory
     moe_load_imbalance: float
     dequant_overhead: float
     stage_hop_latency_s: float       # pipeline stage to stage, beyond the link's own latency

@@ -62,7 +62,8 @@ class Context:
                 bw = np.where(peer, link.peer_bandwidth_bytes_per_s, bw)
                 bw = float(bw) if np.ndim(bw) == 0 else bw
             own = link.latency_s if link_latency else 0.0
-            share = self.k.pcie_link_bandwidth_fraction if link.medium == "pcie" else self.k.link_bandwidth_fraction
+            share = {"pcie": self.k.pcie_link_bandwidth_fraction, "pcie-host": self.k.pcie_host_link_bandwidth_fraction
+                     }.get(link.medium, self.k.link_bandwidth_fraction)
             return latency_s + own + nbytes / (share * bw)
 
         if self.hw.link("scale_up") is None and self.hw.link("scale_out") is None:

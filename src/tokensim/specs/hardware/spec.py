@@ -11,9 +11,11 @@ from typing import Literal, get_args
 from tokensim.errors import require
 from tokensim.specs.precision import COMPUTE_ORDER
 
-# what carries a link: the achieved share of its line rate differs by medium (constants link_bandwidth_fraction and
-# pcie_link_bandwidth_fraction)
-LinkMedium = Literal["nvlink", "pcie", "xgmi", "ici", "c2c", "infiniband", "ethernet"]
+# what carries a link: the achieved share of its line rate differs by medium (constants link_bandwidth_fraction,
+# pcie_link_bandwidth_fraction and pcie_host_link_bandwidth_fraction). "pcie" is PCIe with GPU peer-to-peer (one GPU
+# writes into the other's memory); "pcie-host" is PCIe without it (GeForce drivers, most cloud VMs, NCCL across
+# sockets): every transfer is staged through host memory (NCCL's SHM transport)
+LinkMedium = Literal["nvlink", "pcie", "pcie-host", "xgmi", "ici", "c2c", "infiniband", "ethernet"]
 LINK_MEDIA: tuple[str, ...] = get_args(LinkMedium)
 # A format the chip lacks runs at the next one it has (fp8 never borrows the int8 integer rate).
 FALLBACK = {"fp4": ("fp4", "fp8", "bf16", "fp32"), "fp8": ("fp8", "bf16", "fp32"), "int8": ("int8", "bf16", "fp32"),
@@ -51,7 +53,7 @@ class Link:
     domain_chips: int               # chips reachable over this link without leaving it (0: unlimited)
     source: str = ""
     peer_bandwidth_bytes_per_s: float | None = None   # to ONE peer, when below the aggregate (a mesh of links)
-    medium: str = ""                # LINK_MEDIA, "" unstated: "pcie" selects the PCIe share of the line rate
+    medium: str = ""                # LINK_MEDIA, "" unstated: "pcie" / "pcie-host" select the PCIe shares of the line rate
 
     def __post_init__(self) -> None:
         require(self.name in ("scale_up", "scale_out"), "links.name", self.name, '"scale_up" or "scale_out"')

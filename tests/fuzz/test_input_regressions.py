@@ -130,6 +130,17 @@ def test_negative_or_non_finite_hardware_figures(tmp_path, old, new, field):
     _refused(path, load_hardware_file, field)
 
 
+@pytest.mark.parametrize("capacity", ["1e6", "200e9"])
+def test_a_driver_capacity_that_does_not_match_the_datasheet_names_the_file(tmp_path, capacity):
+    """Was a TokensimError without the file's name (found by the hardware fuzz test): a capacity_bytes that is
+    valid alone (1 MB) left the H100's visible_capacity_bytes = 85,520,809,984 (81,559 MiB) outside a factor 1.5
+    of it, and only the HardwareSpec noticed, after the file's checks. 200e9: 85.5e9 is below 200e9 / 1.5."""
+    path = tmp_path / "chip.toml"
+    assert "capacity_bytes = 80e9" in CHIP
+    path.write_text(CHIP.replace("capacity_bytes = 80e9", f"capacity_bytes = {capacity}"))
+    _refused(path, load_hardware_file, "visible_capacity_bytes = 85520809984", "within a factor 1.5")
+
+
 @pytest.mark.parametrize("value", ["nan", "inf", "-0.5", "true", '"fast"'])
 def test_non_finite_or_negative_constants(tmp_path, value):
     """Was NaN tokens/s: a [constants] value must be a finite number >= 0."""

@@ -13,7 +13,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, PrivateAttr, model_validator
 
 from tokensim.inputs.base import Count, InputModel, Name, Number, Text, field_error
-from tokensim.specs.hardware.spec import LINK_MEDIA, HardwareSpec, Link, LinkMedium, MemoryTier
+from tokensim.specs.hardware.spec import (
+    LINK_MEDIA,
+    VISIBLE_CAPACITY_EXPECTED,
+    HardwareSpec,
+    Link,
+    LinkMedium,
+    MemoryTier,
+    visible_capacity_plausible,
+)
 from tokensim.specs.precision import COMPUTE_ORDER
 
 MAX_CHIPS = 1_000_000
@@ -51,6 +59,10 @@ class MemoryTable(InputModel):
     def _visible_has_source(self) -> MemoryTable:
         if self.visible_capacity_bytes is not None and not self.visible_source.strip():
             raise field_error("visible_source", self.visible_source, "a source (URL) for visible_capacity_bytes")
+        if self.visible_capacity_bytes is not None and not visible_capacity_plausible(self.capacity_bytes,
+                                                                                      self.visible_capacity_bytes):
+            # checked here as well as in MemoryTier, so that a file's error names the file
+            raise field_error("visible_capacity_bytes", self.visible_capacity_bytes, VISIBLE_CAPACITY_EXPECTED)
         return self
 
 

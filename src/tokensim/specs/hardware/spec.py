@@ -22,6 +22,15 @@ FALLBACK = {"fp4": ("fp4", "fp8", "bf16", "fp32"), "fp8": ("fp8", "bf16", "fp32"
             "bf16": ("bf16", "fp32"), "fp32": ("fp32", "bf16")}
 
 
+VISIBLE_CAPACITY_EXPECTED = "within a factor 1.5 of capacity_bytes (the same memory, counted by the driver)"
+
+
+def visible_capacity_plausible(capacity_bytes: float, visible_bytes: float) -> bool:
+    """The driver's count of a tier's memory (MiB, usable after reservations) is the datasheet's memory, so it lies
+    within a factor 1.5 of the datasheet figure; outside that, one of the two is a unit slip."""
+    return capacity_bytes / 1.5 <= visible_bytes <= 1.5 * capacity_bytes
+
+
 @dataclass(frozen=True)
 class MemoryTier:
     tier: str                       # "sram", "hbm", "dram"
@@ -38,9 +47,8 @@ class MemoryTier:
         require(self.tier in ("sram", "hbm", "dram"), "memory.tier", self.tier, '"sram", "hbm" or "dram"')
         require(self.capacity_bytes > 0, f"memory.{self.tier}.capacity_bytes", self.capacity_bytes, "a positive number")
         if self.visible_capacity_bytes is not None:
-            require(0.5 * self.capacity_bytes <= self.visible_capacity_bytes <= 1.5 * self.capacity_bytes,
-                    f"memory.{self.tier}.visible_capacity_bytes", self.visible_capacity_bytes,
-                    "within a factor 1.5 of capacity_bytes (the same memory, counted by the driver)")
+            require(visible_capacity_plausible(self.capacity_bytes, self.visible_capacity_bytes),
+                    f"memory.{self.tier}.visible_capacity_bytes", self.visible_capacity_bytes, VISIBLE_CAPACITY_EXPECTED)
         require(self.bandwidth_bytes_per_s > 0, f"memory.{self.tier}.bandwidth_bytes_per_s", self.bandwidth_bytes_per_s,
                 "a positive number")
 

@@ -100,8 +100,9 @@ class LinkTable(InputModel):
     domain_chips: DomainChips = 0
     peer_bandwidth_bytes_per_s: BytesPerS | None = None
     medium: LinkMedium | None = Field(
-        None, description="what carries it: " + ", ".join(LINK_MEDIA) + " (pcie: collectives reach a lower share of "
-                          "the line rate)")
+        None, description="what carries it: " + ", ".join(LINK_MEDIA) + " (pcie: PCIe with GPU peer-to-peer, "
+                          "pcie-host: without it, staged through host memory; both reach a lower share of the line "
+                          "rate, pcie-host the lowest)")
     source: Text = ""
 
 

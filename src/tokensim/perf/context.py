@@ -18,6 +18,8 @@ STATE = "fp32"           # linear-attention / SSM recurrent state (mamba_ssm_dty
 INDEXER = "fp8"          # DSA indexer keys are cached in FP8 (docs/model.md, sparse attention)
 GROUPS = ("attention", "dense_ffn", "shared_experts", "routed_experts", "embedding", "lm_head")
 KV_CORE = "kv_core"      # the rate of the attention core, set by the KV cache's format (make_context)
+# the constant that gives a link's achieved share of its line rate, by the medium its hardware file names
+MEDIUM_SHARE = {"pcie": "pcie_link_bandwidth_fraction", "pcie-host": "pcie_host_link_bandwidth_fraction"}
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,7 @@ class Context:
                 bw = np.where(peer, link.peer_bandwidth_bytes_per_s, bw)
                 bw = float(bw) if np.ndim(bw) == 0 else bw
             own = link.latency_s if link_latency else 0.0
-            share = {"pcie": self.k.pcie_link_bandwidth_fraction, "pcie-host": self.k.pcie_host_link_bandwidth_fraction
-                     }.get(link.medium, self.k.link_bandwidth_fraction)
+            share = getattr(self.k, MEDIUM_SHARE.get(link.medium, "link_bandwidth_fraction"))
             return latency_s + own + nbytes / (share * bw)
 
         if self.hw.link("scale_up") is None and self.hw.link("scale_out") is None:

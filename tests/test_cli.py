@@ -221,3 +221,38 @@ def test_simulate_refuses_a_negative_seed():
     from tokensim.prediction.serving import LoadSpec, workload_for
     with pytest.raises(TokensimError, match="seed"):
         workload_for(LoadSpec(5, rate_per_s=1.0, seed=-1))
+
+
+def test_p2p_flags_of_predict_simulate_and_plan():
+    """GPU peer-to-peer switched on a PCIe box (tests/test_p2p.py holds the hand calculation); refused, one line,
+    where no chip has a PCIe link."""
+    on = json.loads(cli("predict", "-m", "qwen3-32b", "-H", "rtx-pro-6000", "--tp", "2", "--p2p", "--json").stdout)
+    off = json.loads(cli("predict", "-m", "qwen3-32b", "-H", "rtx-pro-6000", "--tp", "2", "--no-p2p", "--json").stdout)
+    assert on["tokens_per_s_per_user"] > off["tokens_per_s_per_user"]
+    assert "with GPU peer-to-peer" in " ".join(on["assumptions"])
+    sim = ("simulate", "-m", "qwen3-32b", "-H", "rtx-pro-6000", "--tp", "2", "--rate", "1", "--requests", "40", "--json")
+    ttft_on = json.loads(cli(*sim, "--p2p").stdout)["ttft_s"]["mean"]
+    ttft_off = json.loads(cli(*sim, "--no-p2p").stdout)["ttft_s"]["mean"]
+    assert ttft_on < ttft_off
+    assert_one_line(runner.invoke(app, ["predict", "-m", "qwen3-32b", "-H", "h100-sxm", "--tp", "2", "--p2p"]),
+                    "--p2p", "h100-sxm", "no PCIe link")
+    assert_one_line(runner.invoke(app, ["plan", "-m", "qwen3-32b", "-H", "h100-sxm", "--no-p2p"]),
+                    "--no-p2p", "none of the hardware")
+
+
+def test_a_scenario_states_p2p_and_its_alternatives_may_change_it(tmp_path):
+    from tokensim.scenarios.scenario import load_scenario
+
+    path = tmp_path / "box.toml"
+    path.write_text('model = "qwen3-32b"\nhardware = "rtx-pro-6000"\np2p = true\n[deployment]\ntp = 2\n'
+                    '[[alternatives]]\nname = "a VM"\np2p = false\n')
+    s = load_scenario(path)
+    assert s.hardware.link("scale_up").medium == "pcie"
+    [(name, alt)] = s.alternatives()
+    assert name == "a VM" and alt.hardware.link("scale_up").medium == "pcie-host"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('model = "qwen3-32b"\nhardware = "rtx-pro-6000"\np2p = "yes"\n[deployment]\ntp = 2\n')
+    assert_one_line(runner.invoke(app, ["run", str(bad)]), str(bad), "p2p", "true or false")
+    nvlink = tmp_path / "nvlink.toml"
+    nvlink.write_text('model = "qwen3-32b"\nhardware = "h100-sxm"\np2p = false\n[deployment]\ntp = 2\n')
+    assert_one_line(runner.invoke(app, ["run", str(nvlink)]), str(nvlink), "p2p", "no PCIe link")

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tokensim.cli_serving import P2P_HELP
 from tokensim.errors import bad_value
 from tokensim.output.failures import OneLineErrors
 from tokensim.output.files import check_target
@@ -76,6 +77,8 @@ class SchemaKind(StrEnum):
 
 
 if TYPE_CHECKING:          # for the type checker a choice is its string; typer needs the enums built below
+    from tokensim.specs.hardware.spec import HardwareSpec
+
     Precision: TypeAlias = str
     Compute: TypeAlias = str
     Engine: TypeAlias = str
@@ -102,6 +105,16 @@ def renamed(value: Any, old: Any, flag: str, old_flag: str, default: Any) -> Any
     if value != default and value != old:
         raise bad_value(flag, value, f"one value: {old_flag} (its old spelling) says {old!r}")
     return old
+
+
+def box(hardware: str, p2p: bool | None) -> str | HardwareSpec:
+    """`hardware` as named, or loaded with GPU peer-to-peer switched on or off on its PCIe links."""
+    if p2p is None:
+        return hardware
+    from tokensim.specs.hardware.catalog import load_hardware
+    from tokensim.specs.hardware.p2p import with_peer_to_peer
+
+    return with_peer_to_peer(load_hardware(hardware), p2p, "--p2p" if p2p else "--no-p2p")
 
 
 def wrote(paths: Iterable[Path]) -> None:
@@ -187,6 +200,7 @@ def predict(
     compute: Compute | None = typer.Option(None, case_sensitive=False, help="compute format (default: the weights' native one)"),
     kv: Precision = typer.Option("bf16", case_sensitive=False, help="KV-cache precision"),
     engine: Engine = typer.Option("default", case_sensitive=False, metavar=ENGINE_METAVAR, help=ENGINE_HELP),
+    p2p: bool | None = typer.Option(None, "--p2p/--no-p2p", help=P2P_HELP),
     plot: str | None = typer.Option(None, "--plot", help="write the breakdown, roofline, speed-vs-batch (and, on wafers/LPUs, "
                                     "TTFT-vs-pipeline-depth) plots as PNG and SVG beside this path"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -196,18 +210,19 @@ def predict(
     from tokensim.prediction.predictor import predict as run_predict
 
     stem = check_target(plot, "--plot") if plot else None
+    hardware_spec = box(hardware, p2p)
     kw = dict(weights=plain(weights), expert_weights=plain(expert_weights), compute=plain(compute), kv=str(kv),
               engine=str(engine), input_tokens=renamed(input_tokens, old_input, "--input-tokens", "--input", 1024),
               output_tokens=renamed(output_tokens, old_output, "--output-tokens", "--output", 256))
-    p = run_predict(model, hardware, chips=chips, tp=tp, pp=pp, ep=ep, dp=dp, attn_dp=attn_dp, overlap_comm=overlap_comm,
-                    batch=batch, **kw)
+    p = run_predict(model, hardware_spec, chips=chips, tp=tp, pp=pp, ep=ep, dp=dp, attn_dp=attn_dp,
+                    overlap_comm=overlap_comm, batch=batch, **kw)
     if stem:
-        wrote(_prediction_plots(p, model, hardware, stem, kw))
+        wrote(_prediction_plots(p, model, hardware_spec, stem, kw))
     if json_out:
         from tokensim.perf.constants import evidence, for_hardware
         from tokensim.specs.hardware.catalog import load_hardware
 
-        hw_spec = load_hardware(hardware)
+        hw_spec = load_hardware(hardware_spec)
         k = for_hardware(hw_spec, str(engine))
         d = p.to_dict()
         d["constants"] = {name: {"value": getattr(k, name), "evidence": why}
@@ -217,7 +232,7 @@ def predict(
     print_prediction(p, out)
 
 
-def _prediction_plots(p: Any, model: str, hardware: str, stem: Path, kw: dict[str, Any]) -> list[Path]:
+def _prediction_plots(p: Any, model: str, hardware: str | HardwareSpec, stem: Path, kw: dict[str, Any]) -> list[Path]:
     """Every plot of `predict --plot`, written together or not at all."""
     from tokensim.output.files import atomic_outputs
     from tokensim.output.plot_data import speed_vs_batch_points, ttft_vs_depth_points
@@ -287,6 +302,8 @@ def plan(
     old_output: int | None = typer.Option(None, "--output", hidden=True),
     objective: Objective = typer.Option(Objective.cost, case_sensitive=False, help="what the best deployment maximizes"),
     engine: Engine = typer.Option("default", case_sensitive=False, metavar=ENGINE_METAVAR, help=ENGINE_HELP),
+    p2p: bool | None = typer.Option(None, "--p2p/--no-p2p", help=P2P_HELP + " (applied to every --hardware with a "
+                                    "PCIe link)"),
     csv_path: str | None = typer.Option(None, "--csv", help="write every evaluated deployment to this CSV"),
     plot: str | None = typer.Option(None, "--plot", help="write the Pareto front as PNG and SVG"),
     rate: float | None = typer.Option(None, "--rate", help="capacity planning: requests/s to serve (with --slo-ttft, "
@@ -302,17 +319,21 @@ def plan(
     from tokensim.plan.search import PlanRequest, candidate_groups
     from tokensim.plan.search import plan as run_plan
     from tokensim.specs.hardware.catalog import load_hardware
+    from tokensim.specs.hardware.p2p import with_peer_to_peer_where_pcie
     from tokensim.specs.model.catalog import load_model
 
+    chips = tuple(load_hardware(h) for h in hardware)
+    if p2p is not None:
+        chips = with_peer_to_peer_where_pcie(chips, p2p, "--p2p" if p2p else "--no-p2p")
     if rate is not None:
         from tokensim.cli_serving import capacity_command
-        return capacity_command(out, model, hardware, rate, slo_ttft, slo_tpot, max_chips,
+        return capacity_command(out, model, chips, rate, slo_ttft, slo_tpot, max_chips,
                                 renamed(input_tokens, old_input, "--input-tokens", "--input", 1024),
                                 renamed(output_tokens, old_output, "--output-tokens", "--output", 256),
                                 "vllm" if str(engine) == "default" else str(engine), json_out)
     csv_target = check_target(csv_path, "--csv") if csv_path else None
     plot_target = check_target(plot, "--plot") if plot else None
-    req = PlanRequest(load_model(model), tuple(load_hardware(h) for h in hardware), max_chips=max_chips,
+    req = PlanRequest(load_model(model), chips, max_chips=max_chips,
                       min_tps_user=min_tps_user, max_ttft_s=max_ttft,
                       input_tokens=renamed(input_tokens, old_input, "--input-tokens", "--input", 1024),
                       output_tokens=renamed(output_tokens, old_output, "--output-tokens", "--output", 256),

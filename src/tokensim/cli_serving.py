@@ -5,13 +5,18 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from tokensim.errors import TokensimError, bad_value
 
+if TYPE_CHECKING:
+    from tokensim.specs.hardware.spec import HardwareSpec
+
 STAT_KEYS = ("mean", "p50", "p90", "p99")
+P2P_HELP = ("GPU peer-to-peer on (--p2p) or off (--no-p2p) on the chip's PCIe links, a property of the box (bare metal "
+            "with the IOMMU off has it, most VMs and GeForce drivers do not); default: as the hardware file states")
 
 
 def _rates(text: str | None) -> list[float]:
@@ -30,23 +35,29 @@ def _rates(text: str | None) -> list[float]:
 
 
 def _engine_from_args(scenario: str | None, model: str, hardware: str, tp: int | None, pp: int | None, chips: int | None,
-                      ep: int, attn_dp: int, weights: str | None, kv: str, engine: str, trace_folder=None):
-    """An EngineSpec from a scenario, a trace folder's meta.json, or predict-style flags."""
+                      ep: int, attn_dp: int, weights: str | None, kv: str, engine: str, trace_folder=None,
+                      p2p: bool | None = None):
+    """An EngineSpec from a scenario, a trace folder's meta.json, or predict-style flags; `p2p` switches GPU
+    peer-to-peer on or off on the chip's PCIe links (None: as its hardware file, or the scenario, states)."""
     from tokensim.prediction.predictor import predict
     from tokensim.prediction.serving import engine_for, trace_engine
+    from tokensim.specs.hardware.catalog import load_hardware
+    from tokensim.specs.hardware.p2p import with_peer_to_peer
     from tokensim.specs.model.catalog import load_model
 
+    flag = "--p2p" if p2p else "--no-p2p"
     if scenario:
         from tokensim.scenarios.scenario import find_scenario, load_scenario, scenario_constants
         s = load_scenario(find_scenario(scenario))
-        return engine_for(s.model, s.hardware, s.deployment, constants=scenario_constants(s)), s.model.name
+        hw = s.hardware if p2p is None else with_peer_to_peer(s.hardware, p2p, flag)
+        return engine_for(s.model, hw, s.deployment, constants=scenario_constants(s)), s.model.name
     if trace_folder is not None and trace_folder.hardware is not None:
-        spec, _, _ = trace_engine(trace_folder, load_model(model))
+        spec, _, _ = trace_engine(trace_folder, load_model(model), p2p=p2p)
         return spec, model
-    p = predict(model, hardware, chips=chips, tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, weights=weights, kv=kv,
+    hw = load_hardware(hardware) if p2p is None else with_peer_to_peer(load_hardware(hardware), p2p, flag)
+    p = predict(model, hw, chips=chips, tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, weights=weights, kv=kv,
                 engine=engine)            # the layout resolver and fit check of predict
-    from tokensim.specs.hardware.catalog import load_hardware
-    return engine_for(load_model(model), load_hardware(hardware), p.deployment), model
+    return engine_for(load_model(model), hw, p.deployment), model
 
 
 def _caps(spec, text: str | None) -> list[tuple[tuple[str, int], ...]]:
@@ -107,6 +118,7 @@ def register(app: typer.Typer, out, note) -> None:
         weights: str | None = typer.Option(None, help="stored weight precision"),
         kv: str = typer.Option("bf16", help="KV-cache precision"),
         engine: str = typer.Option("vllm", help="serving engine whose scheduler is simulated: vllm, sglang, trtllm"),
+        p2p: bool | None = typer.Option(None, "--p2p/--no-p2p", help=P2P_HELP),
         replicas: int = typer.Option(1, min=1, help="replicas behind a least-outstanding-requests router"),
         rate: str | None = typer.Option(None, "--rate", help="requests/s (Poisson); a comma-separated list sweeps them"),
         concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="closed-loop clients"),
@@ -169,7 +181,8 @@ def register(app: typer.Typer, out, note) -> None:
             from tokensim.endpoints.workload import load_dataset
             load_dataset(dataset)           # a bad file is one line here, not in a worker
             data = Path(dataset)
-        spec, name = _engine_from_args(scenario, model, hardware, tp, pp, chips, ep, attn_dp, weights, kv, engine, folder)
+        spec, name = _engine_from_args(scenario, model, hardware, tp, pp, chips, ep, attn_dp, weights, kv, engine, folder,
+                                       p2p)
         if data is None and trace_file is None and spec.max_model_len is not None \
                 and input_tokens + output_tokens > spec.max_model_len:
             # every request of a fixed-length load would be refused: say so instead of simulating nothing
@@ -499,7 +512,7 @@ def register_calibrate(app: typer.Typer, out, note) -> None:
             out.print(f"  {name} = {value:.4g}")
 
 
-def capacity_command(out, model: str, hardware: list[str], rate: float, slo_ttft: float, slo_tpot: float,
+def capacity_command(out, model: str, hardware: tuple[HardwareSpec, ...], rate: float, slo_ttft: float, slo_tpot: float,
                      max_chips: int, input_tokens: int, output_tokens: int, engine: str, json_out: bool) -> None:
     """`tokensim plan --rate`: the cheapest deployments that serve `rate` within the objectives."""
     from rich.table import Table
@@ -507,10 +520,9 @@ def capacity_command(out, model: str, hardware: list[str], rate: float, slo_ttft
     from tokensim.output.json_out import emit_json
     from tokensim.output.progress import progress_bar
     from tokensim.plan.capacity import CapacityRequest, capacity_plan
-    from tokensim.specs.hardware.catalog import load_hardware
     from tokensim.specs.model.catalog import load_model
 
-    req = CapacityRequest(load_model(model), tuple(load_hardware(h) for h in hardware), rate_per_s=rate,
+    req = CapacityRequest(load_model(model), hardware, rate_per_s=rate,
                           slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot, input_tokens=input_tokens,
                           output_tokens=output_tokens, engine=engine, max_chips_per_replica=max_chips)
     with progress_bar("simulating candidates", req.candidates, enabled=not json_out) as tick:

@@ -196,6 +196,9 @@ class _Tables(InputModel):
     model_name: Name | None = None
     model_source: Text | None = None
     hardware: Name | None = Field(None, description="a catalog name or a hardware file path (relative to the file)")
+    p2p: bool | None = Field(None, description="true or false: GPU peer-to-peer on the hardware's PCIe links (true: "
+                             "bare metal with the IOMMU off; false: most VMs, GeForce drivers); unset: as the hardware "
+                             "file states")
     assumptions: Annotated[list[Text], Field(max_length=MAX_ENTRIES, description="a list of assumptions (text)")] | None = None
     deployment: DeploymentTable | None = None
     speculative: SpeculativeTable | None = None

@@ -8,12 +8,13 @@ from tokensim.deploy.layout import fit_error
 from tokensim.errors import TokensimError
 from tokensim.prediction.predictor import predict, predict_deployment
 from tokensim.specs.hardware.catalog import load_hardware
+from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.specs.model.catalog import load_model
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
-def speed_vs_batch_points(model: str, hardware: list[str], batches=DEFAULT_BATCHES, **predict_kw) -> list[dict]:
+def speed_vs_batch_points(model: str, hardware: list[str | HardwareSpec], batches=DEFAULT_BATCHES, **predict_kw) -> list[dict]:
     """tokens/s per user at each batch on each chip (`predict_kw` go to tokensim.predict: tp, weights, ...).
     A batch that does not fit is left out; a chip where no batch can be predicted raises the first reason."""
     points = []
@@ -36,7 +37,7 @@ def speed_vs_batch_points(model: str, hardware: list[str], batches=DEFAULT_BATCH
     return points
 
 
-def ttft_vs_depth_points(model: str, hardware: str = "cs-3", depths=None, **deployment_kw) -> list[dict]:
+def ttft_vs_depth_points(model: str, hardware: str | HardwareSpec = "cs-3", depths=None, **deployment_kw) -> list[dict]:
     """TTFT of one chip per stage (tp 1) at each pipeline depth, from the fewest stages that hold the model to one
     layer per stage (`depths` narrows the range; `deployment_kw` are Deployment fields: input_tokens, weights, ...)."""
     m, hw = load_model(model), load_hardware(hardware)

@@ -16,6 +16,7 @@ from tokensim.perf.memory import max_batch, memory_use, stage_memory
 from tokensim.perf.ops import Num, OpSummary
 from tokensim.perf.step import StepCost, step_cost
 from tokensim.specs.hardware.catalog import load_hardware
+from tokensim.specs.hardware.p2p import peer_to_peer_note, with_peer_to_peer
 from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.specs.model.catalog import load_model
 from tokensim.specs.model.spec import ModelSpec
@@ -191,6 +192,9 @@ def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assu
     err = fit_error(model, hw, dep, table) if check_fit else None
     if err is not None:
         raise err
+    link_note = peer_to_peer_note(hw) if dep.chips > 1 else None
+    if link_note and link_note not in assumptions:
+        assumptions = (*assumptions, link_note)
     ctx = make_context(model, hw, dep, table.for_hardware(hw, dep.engine))
     step = decode_step(ctx, dep.spec)
     cost, cycle, micro = step.cost, step.cycle_s, step.micro
@@ -259,11 +263,15 @@ def predict(
     micro_batches: int | None = None,
     overlap_comm: bool = False,
     constants: ConstantsTable | None = None,
+    p2p: bool | None = None,
 ) -> Prediction:
     """Predict decode speed, TTFT, throughput and memory. Names come from the catalogs (`tokensim models`,
     `tokensim hardware`) or are paths to a config.json / hardware TOML. With no chips, tp or pp given,
-    the fewest chips that hold the weights and KV are used."""
+    the fewest chips that hold the weights and KV are used. `p2p`: GPU peer-to-peer on (True) or off (False) on the
+    chip's PCIe links; None: as its hardware file states."""
     m, hw = load_model(model), load_hardware(hardware)
+    if p2p is not None:
+        hw = with_peer_to_peer(hw, p2p, "p2p")
     fields = dict(ep=ep, dp=dp, attn_dp=attn_dp, redundant_experts=redundant_experts, stage_layers=stage_layers,
                   weights=weights, expert_weights=expert_weights, compute=compute, kv=kv, batch=batch,
                   input_tokens=input_tokens, output_tokens=output_tokens, engine=engine, spec=spec,

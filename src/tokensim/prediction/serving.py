@@ -25,6 +25,7 @@ from tokensim.sim import EngineSpec, SglangScheduler, SpeculativeDecoding, Trtll
 from tokensim.sim.workload import check_range_ratio
 from tokensim.specs.hardware.catalog import find_name as find_hardware
 from tokensim.specs.hardware.catalog import load_hardware
+from tokensim.specs.hardware.p2p import with_peer_to_peer
 from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.specs.model.spec import ModelSpec
 
@@ -137,12 +138,15 @@ def read_trace_folder(folder: str | Path) -> TraceFolder:
 
 
 def trace_engine(folder: TraceFolder, model: ModelSpec, constants: ConstantsTable | None = None,
-                 dep: Deployment | None = None) -> tuple[EngineSpec, HardwareSpec, Deployment]:
-    """The engine a trace folder describes: its GPU, TP degree, scheduler settings and KV cache."""
+                 dep: Deployment | None = None, p2p: bool | None = None) -> tuple[EngineSpec, HardwareSpec, Deployment]:
+    """The engine a trace folder describes: its GPU, TP degree, scheduler settings and KV cache (`p2p`: GPU
+    peer-to-peer on or off on the GPU's PCIe links; None: as its hardware file states)."""
     if folder.hardware is None:
         raise bad_value("trace", str(folder.requests.parent), "a meta.json naming a GPU of the catalog (hardware."
                         "device_name), or a scenario / --hardware to serve the trace's requests on")
     hw = load_hardware(folder.hardware)
+    if p2p is not None:
+        hw = with_peer_to_peer(hw, p2p, "--p2p" if p2p else "--no-p2p")
     dep = dep or Deployment(tp=folder.tp, engine=folder.engine)
     overrides = {k: v for k, v in (("max_num_seqs", folder.max_num_seqs),
                                    ("max_num_batched_tokens", folder.max_num_batched_tokens)) if v}

@@ -29,6 +29,7 @@ from tokensim.perf.constants import ConstantsTable, default_table
 from tokensim.prediction.disagg import LinkSpec, predict_afd, predict_pd
 from tokensim.prediction.predictor import Prediction, predict_deployment
 from tokensim.specs.hardware.catalog import load_hardware
+from tokensim.specs.hardware.p2p import with_peer_to_peer
 from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.specs.model.catalog import load_model
 from tokensim.specs.model.hf_config import spec_from_config
@@ -193,6 +194,8 @@ def scenario_from_dict(d: dict, base_dir: Path, where: str = "scenario") -> Scen
     try:                                  # names resolved, then checked against the model and chip
         model = _model(s, base_dir, where)
         hw = _hardware(s.hardware, base_dir)
+        if s.p2p is not None:
+            hw = with_peer_to_peer(hw, s.p2p, "p2p")
         spec = spec_from_dict(raw.get("speculative"))
         dep = deployment_from_dict(raw.get("deployment", {}), model, hw, spec, "deployment")
     except TokensimError as exc:

@@ -49,7 +49,12 @@ def test_p2p_moves_a_decode_step_by_the_all_reduces_at_the_two_shares():
     assert off.time_per_output_token_s - on.time_per_output_token_s == pytest.approx(hand_s, rel=1e-9)
     assert default.time_per_output_token_s == off.time_per_output_token_s          # the file's box: no P2P
     assert on.ttft_s < off.ttft_s                                                  # a 1,024-token prefill moves more
-    assert any("with GPU peer-to-peer" in a for a in on.assumptions)
-    assert any("without GPU peer-to-peer" in a for a in off.assumptions)
+    # each states its case and the other case's figures, which are the other prediction's own
+    [said_on] = [a for a in on.assumptions if "peer-to-peer" in a]
+    [said_off] = [a for a in off.assumptions if "peer-to-peer" in a]
+    assert said_on.startswith("scale_up over PCIe with GPU peer-to-peer")
+    assert said_off.startswith("scale_up over PCIe without GPU peer-to-peer")
+    assert f"cost model {on.tokens_per_s_per_user:.3g} tokens/s per user, TTFT {on.ttft_s * 1e3:.3g} ms" in said_off
+    assert f"cost model {off.tokens_per_s_per_user:.3g} tokens/s per user, TTFT {off.ttft_s * 1e3:.3g} ms" in said_on
     one_chip = tokensim.predict("qwen3-32b", "rtx-pro-6000", tp=1, engine="vllm", p2p=True)
     assert not any("peer-to-peer" in a for a in one_chip.assumptions)              # no link crossed, nothing said

@@ -16,7 +16,7 @@ from tokensim.perf.memory import max_batch, memory_use, stage_memory
 from tokensim.perf.ops import Num, OpSummary
 from tokensim.perf.step import StepCost, step_cost
 from tokensim.specs.hardware.catalog import load_hardware
-from tokensim.specs.hardware.p2p import peer_to_peer_note, with_peer_to_peer
+from tokensim.specs.hardware.p2p import PCIE_MEDIA, has_pcie_link, peer_to_peer_note, with_peer_to_peer
 from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.specs.model.catalog import load_model
 from tokensim.specs.model.spec import ModelSpec
@@ -183,6 +183,17 @@ def peak_bounds(hw: HardwareSpec, ctx: Context, cost: StepCost, micro) -> tuple[
     return mem, roof
 
 
+def other_link_case(model: ModelSpec, hw: HardwareSpec, dep: Deployment, table: ConstantsTable) -> str:
+    """What a deployment over PCIe assumes about GPU peer-to-peer, and its speed and TTFT with the other case: the
+    catalog states one box, the user's may differ (specs/hardware/p2p.py)."""
+    on = any(link.medium == PCIE_MEDIA[True] for link in hw.links)
+    other = with_peer_to_peer(hw, not on)
+    ctx = make_context(model, other, dep, table.for_hardware(other, dep.engine))
+    tps = 1.0 / decode_step(ctx, dep.spec).tpot_s
+    return (f"{peer_to_peer_note(hw)}: cost model {tps:.3g} tokens/s per user, TTFT "
+            f"{float(ttft_step(ctx)[1]) * 1e3:.3g} ms")
+
+
 def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assumptions: tuple[str, ...] = (),
                        check_fit: bool = True, constants: ConstantsTable | None = None) -> Prediction:
     """`check_fit=False` predicts a deployment whose weights and KV would not fit (what-if steps of `compare`).
@@ -192,10 +203,9 @@ def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assu
     err = fit_error(model, hw, dep, table) if check_fit else None
     if err is not None:
         raise err
-    link_note = peer_to_peer_note(hw) if dep.chips > 1 else None
-    if link_note and link_note not in assumptions:
-        assumptions = (*assumptions, link_note)
     ctx = make_context(model, hw, dep, table.for_hardware(hw, dep.engine))
+    if dep.chips > 1 and has_pcie_link(hw):
+        assumptions = (*assumptions, other_link_case(model, hw, dep, table))
     step = decode_step(ctx, dep.spec)
     cost, cycle, micro = step.cost, step.cycle_s, step.micro
     tpot = step.tpot_s

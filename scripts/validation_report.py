@@ -8,28 +8,56 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
+
 from tokensim.output.plots import predicted_vs_measured
 from tokensim.perf.constants import fitted_table
 from tokensim.validate.run import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 START, END = "<!-- validation:start -->", "<!-- validation:end -->"
-KERNELS_NOTE = ("The traces' two chips are priced with constants set from vLLM 0.19's kernels profiled on them "
-                "(LLMServingSim's profiler: one layer's projections at 1 to 2,048 tokens, `tokensim/data/kernels/`; "
-                "`python -m tokensim.validate.kernels` prints the fit and its error, median 4.5 % on the RTX 4090 and "
-                "3.8 % on the RTX PRO 6000), never from the traces. The Qwen3-32B run is at TP 2 over PCIe, whose "
-                "all-reduce no profile times: it is priced on a link without GPU peer-to-peer (medium pcie-host, "
-                "0.25 of the line rate from a published nccl-tests run without P2P, not fitted), which the trace's own "
-                "step times point to: with P2P's 0.66 the run came out 34 % fast on TTFT and 24 % on TPOT. That "
-                "choice of medium was read from this trace, so the trace is no clean out-of-sample check of it. The "
-                "same link moves serving_dev's Qwen3-30B-A3B rows (DP 2 x EP 2 on the same box, no trace shipped) the "
-                "wrong way, TPOT +29 % -> +48 %: their expert GEMMs at ~21 rows per expert are priced compute-bound "
-                "at ~44 TFLOP/s, a shape the chip's profiles do not test (docs/model.md 2.1).")
 CLAIMS_START, CLAIMS_END = "<!-- claims:start -->", "<!-- claims:end -->"
 
 
 def _pct(d: dict | None, key: str = "median_abs_error") -> str:
     return "-" if not d or d.get(key) is None else f"{d[key]:.1%}"
+
+
+def kernels_note() -> str:
+    """How the traces' chips are priced, with the figures measured now: the kernel profiles' fit error, and each
+    trace that crosses PCIe replayed with the other GPU peer-to-peer case."""
+    from tokensim.prediction.serving import read_trace_folder
+    from tokensim.specs.hardware.catalog import load_hardware
+    from tokensim.specs.hardware.p2p import PCIE_MEDIA, has_pcie_link
+    from tokensim.validate.kernels import kernel_points, log_errors
+    from tokensim.validate.load import replay_trace, shipped_traces
+
+    chips = sorted({p.chip for p in kernel_points()})
+    fits = ", ".join(f"{np.median(np.abs(np.expm1(log_errors(c)))):.1%} on the {load_hardware(c).display_name}"
+                     for c in chips)
+    text = ("The traces' chips are priced with constants set from vLLM 0.19's kernels profiled on them (LLMServingSim's "
+            "profiler: one layer's projections at 1 to 2,048 tokens, `tokensim/data/kernels/`; `python -m "
+            f"tokensim.validate.kernels` prints the fit and its median error: {fits}), never from the traces.")
+    others = []
+    for folder in shipped_traces():
+        tf = read_trace_folder(folder)
+        hw = load_hardware(tf.hardware) if tf.hardware else None
+        if hw is None or tf.tp * tf.data_parallel < 2 or not has_pcie_link(hw):
+            continue
+        on = any(link.medium == PCIE_MEDIA[True] for link in hw.links)
+        e = replay_trace(folder, p2p=not on).errors()
+        layout = f"TP {tf.tp}" + (f" x DP {tf.data_parallel}" if tf.data_parallel > 1 else "") + (
+            " with EP" if tf.expert_parallel else "")
+        others.append((on, f"{folder.name} ({layout}) {e['ttft_s']['mean']:+.0%} / {e['tpot_s']['mean']:+.0%}"))
+    if others:
+        on = others[0][0]
+        text += (f" {len(others)} of the runs cross PCIe, whose collectives no profile times; the card's file prices "
+                 f"them {'with' if on else 'without'} GPU peer-to-peer (medium {PCIE_MEDIA[on]}, a share of the line "
+                 "rate from published nccl-tests runs, not fitted), a choice read from RTXPRO6000_Qwen3-32B's step "
+                 "times, so that trace is no clean out-of-sample check of it. Replayed "
+                 f"{'without' if on else 'with'} it (`--{'no-' if on else ''}p2p`), mean TTFT / mean TPOT: "
+                 + "; ".join(t for _, t in others) + " (docs/model.md 2.1).")
+    return text
 
 
 def breakdown_lines(sim: dict) -> list[str]:
@@ -82,7 +110,8 @@ def section(sample: int = 0) -> str:
               "`tokensim validate --serving`: the 3,784 measured runs of `silicon_dev.csv` (aiconfigurator's silicon sample: "
               "TTFT and time per output token at fixed concurrency, nine models on H100, H200, B200 and GB200 with "
               "TensorRT-LLM, vLLM and SGLang; 2,818 laid out, the other disaggregated runs state no decode-worker count) "
-              "and three real vLLM runs replayed request by request. Every figure below is out of sample: each run is "
+              f"and {len(load['traces'])} real vLLM runs replayed request by request. Every figure below is out of sample: "
+              "each run is "
               "predicted with the constants `tokensim fit` refitted without its (system, engine) pair. Each run is simulated "
               "the way its benchmark ran: closed-loop clients whose measured requests start together on an idle engine, "
               "10 rounds, the engine's scheduler with the settings aiconfigurator's generator writes (running batch capped at "
@@ -137,8 +166,8 @@ def section(sample: int = 0) -> str:
                 e, pe = x["error"][m][k], x["peer_error"].get(m, {}).get(k)
                 cells.append(f"{e:+.0%}" + ("" if pe is None else f" ({pe:+.1%})"))
         lines.append(f"| {x['trace']} | " + " | ".join(cells) + " |")
-    lines += ["", KERNELS_NOTE]
     dev = load.get("serving_dev")
+    lines += ["", kernels_note()]
     if dev:
         lines += ["", f"`serving_dev.csv` (engine benchmark pages, papers' validation runs, LLMServingSim's recorded runs), "
                   f"each row simulated under its own stated load (Poisson rate, clients or an offline queue) on its layout "

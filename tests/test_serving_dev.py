@@ -83,3 +83,33 @@ def test_the_shipped_rows_skip_only_for_missing_facts(shipped):
     assert reasons and all("not stated" in x for x in reasons), sorted(set(reasons))
     # every modelled row says how its load was laid out
     assert all(r.assumptions for r in results if r.predicted is not None)
+
+
+def test_a_data_parallel_expert_parallel_trace_replays_on_the_layout_and_caps_it_states(shipped, tmp_path):
+    """LLMServingSim's Qwen3-30B-A3B run (meta.json: tensor_parallel_size 1, data_parallel_size 2,
+    enable_expert_parallel, max_num_seqs 128, max_num_batched_tokens 2,048) is vLLM's attention DP 2 with the experts
+    split over both GPUs, ep = 1 x 2; each engine core schedules on its own, so the simulated engine, which holds both,
+    gets 2 x 128 = 256 sequences and 2 x 2,048 = 4,096 tokens a step. serving_dev's rows of that run (s054-s058)
+    replay it rather than a Poisson load at the stated means."""
+    import json
+
+    from tokensim.prediction.serving import read_trace_folder
+    from tokensim.specs.model.catalog import load_model
+
+    folder = next(f for f in shipped_traces() if f.name == "RTXPRO6000_Qwen3-30B-A3B-Instruct-2507")
+    tf = read_trace_folder(folder)
+    dep = tf.deployment(load_model("qwen3-30b-a3b"))
+    assert (dep.tp, dep.attn_dp, dep.ep, dep.chips, dep.moe_tp) == (1, 2, 2, 2, 1)
+    assert tf.scheduler_overrides() == {"max_num_seqs": 256, "max_num_batched_tokens": 4096}
+    results = {r.row.id: r for r in shipped}
+    assert results["s054"].predicted == pytest.approx(replay_trace(folder).simulated["ttft_s"]["mean"], rel=1e-12)
+    # data parallelism on a dense model would be replicas behind one client: refused in one line, not guessed
+    dense = tmp_path / "RTXPRO6000_Qwen3-32B"
+    dense.mkdir()
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["model"] = "Qwen/Qwen3-32B"
+    (dense / "meta.json").write_text(json.dumps(meta))
+    (dense / "requests.jsonl").write_text((folder / "requests.jsonl").read_text())
+    from tokensim.errors import TokensimError
+    with pytest.raises(TokensimError, match="data_parallel_size 1 for a dense model"):
+        read_trace_folder(dense).deployment(load_model("qwen3-32b"))

@@ -113,6 +113,25 @@ class TraceFolder:
     kv_cache_tokens: int | None
     engine: str
     meta: dict
+    data_parallel: int = 1        # vLLM data_parallel_size: engine cores, each with its own scheduler
+    expert_parallel: bool = False  # enable_expert_parallel: the MoE layers' experts split over every rank
+
+    def scheduler_overrides(self) -> dict[str, int]:
+        """The scheduler caps the run set, for the whole simulated engine: vLLM's caps are per data-parallel engine
+        core, and the simulated engine holds every core, so they are the cores' sums (as for the silicon runs'
+        attention-DP ranks, validate.load.benchmark_scheduler)."""
+        return {k: v * self.data_parallel for k, v in (("max_num_seqs", self.max_num_seqs),
+                                                       ("max_num_batched_tokens", self.max_num_batched_tokens)) if v}
+
+    def deployment(self, model: ModelSpec) -> Deployment:
+        """The layout the run states: TP inside each engine core; with data parallelism on a MoE model, vLLM's
+        attention data parallelism, the experts split over every rank with enable_expert_parallel (else tensor
+        parallel inside each expert)."""
+        if self.data_parallel > 1 and not model.is_moe:
+            raise bad_value("trace", str(self.requests.parent), "data_parallel_size 1 for a dense model (replicas "
+                            "behind one client are not replayed; simulate --replicas serves a load on several)")
+        ep = self.tp * self.data_parallel if self.expert_parallel and model.is_moe else 1
+        return Deployment(tp=self.tp, attn_dp=self.data_parallel, ep=ep, engine=self.engine)
 
 
 def read_trace_folder(folder: str | Path) -> TraceFolder:
@@ -134,7 +153,8 @@ def read_trace_folder(folder: str | Path) -> TraceFolder:
     return TraceFolder(requests=requests, hardware=hardware, tp=int(kwargs.get("tensor_parallel_size") or 1),
                        max_num_seqs=kwargs.get("max_num_seqs"), max_num_batched_tokens=kwargs.get("max_num_batched_tokens"),
                        kv_cache_tokens=int(kv) if kv else None, engine="vllm" if "vllm_version" in meta else "default",
-                       meta=meta)
+                       meta=meta, data_parallel=int(kwargs.get("data_parallel_size") or 1),
+                       expert_parallel=bool(kwargs.get("enable_expert_parallel")))
 
 
 def trace_engine(folder: TraceFolder, model: ModelSpec, constants: ConstantsTable | None = None,
@@ -147,9 +167,8 @@ def trace_engine(folder: TraceFolder, model: ModelSpec, constants: ConstantsTabl
     hw = load_hardware(folder.hardware)
     if p2p is not None:
         hw = with_peer_to_peer(hw, p2p, "--p2p" if p2p else "--no-p2p")
-    dep = dep or Deployment(tp=folder.tp, engine=folder.engine)
-    overrides = {k: v for k, v in (("max_num_seqs", folder.max_num_seqs),
-                                   ("max_num_batched_tokens", folder.max_num_batched_tokens)) if v}
+    dep = dep or folder.deployment(model)
+    overrides = folder.scheduler_overrides()
     scheduler = default_scheduler(dep.engine, hw, **overrides) if dep.engine in ("vllm", "default") else None
     return engine_for(model, hw, dep, constants=constants, kv_cache_tokens=folder.kv_cache_tokens,
                       scheduler=scheduler), hw, dep

@@ -72,8 +72,7 @@ def read_trace(path: str | Path) -> Trace:
         except TokensimError:
             folder = None                                   # a meta.json of another layout: the requests alone
         if folder is not None:
-            scheduler = {k: v for k, v in (("max_num_seqs", folder.max_num_seqs),
-                                           ("max_num_batched_tokens", folder.max_num_batched_tokens)) if v}
+            scheduler = folder.scheduler_overrides()
             kv = folder.kv_cache_tokens
     return Trace(path.parent.name, path, float(np.mean(ttft)), float(np.mean(tpot)), scheduler, kv,
                  float(np.quantile(ttft, 0.9)), float(np.quantile(tpot, 0.9)))

@@ -76,19 +76,22 @@ def _model_for_trace(meta: dict) -> str:
     return name
 
 
-def trace_simulation(folder: str | Path, constants: ConstantsTable | None = None, model: str | None = None):
-    """A trace folder's requests replayed at their recorded arrivals on the engine its meta.json describes."""
-    return _replay(read_trace_folder(folder), constants, model)
+def trace_simulation(folder: str | Path, constants: ConstantsTable | None = None, model: str | None = None,
+                     p2p: bool | None = None):
+    """A trace folder's requests replayed at their recorded arrivals on the engine its meta.json describes (`p2p`:
+    GPU peer-to-peer on or off on its GPU's PCIe links; None: as the hardware file states)."""
+    return _replay(read_trace_folder(folder), constants, model, p2p)
 
 
-def _replay(tf, constants: ConstantsTable | None, model: str | None):
-    spec, _, _ = trace_engine(tf, catalog_model(model or _model_for_trace(tf.meta)), constants)
+def _replay(tf, constants: ConstantsTable | None, model: str | None, p2p: bool | None = None):
+    spec, _, _ = trace_engine(tf, catalog_model(model or _model_for_trace(tf.meta)), constants, p2p=p2p)
     return simulate(load_trace(tf.requests), spec, seed=0)
 
 
-def replay_trace(folder: str | Path, constants: ConstantsTable | None = None, model: str | None = None) -> TraceResult:
+def replay_trace(folder: str | Path, constants: ConstantsTable | None = None, model: str | None = None,
+                 p2p: bool | None = None) -> TraceResult:
     tf = read_trace_folder(folder)
-    result = _replay(tf, constants, model)
+    result = _replay(tf, constants, model, p2p)
     m = load_trace_measurements(tf.requests)
     measured = {"ttft_s": _stats(m["ttft_s"]), "tpot_s": _stats(m["tpot_s"])}
     simulated = {k: {s: result.summary[k][s] for s in STATS} for k in ("ttft_s", "tpot_s")}

@@ -113,3 +113,15 @@ def test_a_data_parallel_expert_parallel_trace_replays_on_the_layout_and_caps_it
     from tokensim.errors import TokensimError
     with pytest.raises(TokensimError, match="data_parallel_size 1 for a dense model"):
         read_trace_folder(dense).deployment(load_model("qwen3-32b"))
+
+
+def test_a_trace_replays_with_gpu_peer_to_peer_switched():
+    """RTXPRO6000_Qwen3-32B runs at TP 2 over PCIe; its card's file states no P2P (medium pcie-host, 0.25 of the line
+    rate), so with P2P switched on (0.66) every prefill's all-reduces are faster and TTFT and TPOT both drop; the
+    RTX 4090 trace runs on one GPU, so the switch changes nothing there."""
+    folders = {f.name: f for f in shipped_traces()}
+    off, on = (replay_trace(folders["RTXPRO6000_Qwen3-32B"], p2p=p) for p in (None, True))
+    assert on.simulated["ttft_s"]["mean"] < off.simulated["ttft_s"]["mean"]
+    assert on.simulated["tpot_s"]["mean"] < off.simulated["tpot_s"]["mean"]
+    single = [replay_trace(folders["RTX4090_Llama-3.1-8B"], p2p=p).simulated for p in (None, True)]
+    assert single[0] == single[1]

@@ -18,7 +18,8 @@ def test_switching_p2p_changes_the_pcie_links_medium_and_nothing_else():
     same = ("bandwidth_bytes_per_s", "latency_s", "domain_chips", "source")
     assert all(getattr(on.link("scale_up"), f) == getattr(hw.link("scale_up"), f) for f in same)
     assert (on.name, on.memory, on.flops_per_s, on.family) == (hw.name, hw.memory, hw.flops_per_s, hw.family)
-    assert "with GPU P2P" in on.display_name
+    assert on.display_name == f"{hw.display_name} (with GPU P2P)"
+    assert with_peer_to_peer(on, False).display_name == f"{hw.display_name} (without GPU P2P)"   # not stacked
 
 
 def test_a_chip_without_a_pcie_link_is_refused_naming_the_field_and_the_chip():

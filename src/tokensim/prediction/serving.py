@@ -116,12 +116,13 @@ class TraceFolder:
     data_parallel: int = 1        # vLLM data_parallel_size: engine cores, each with its own scheduler
     expert_parallel: bool = False  # enable_expert_parallel: the MoE layers' experts split over every rank
 
-    def scheduler_overrides(self) -> dict[str, int]:
-        """The scheduler caps the run set, for the whole simulated engine: vLLM's caps are per data-parallel engine
-        core, and the simulated engine holds every core, so they are the cores' sums (as for the silicon runs'
-        attention-DP ranks, validate.load.benchmark_scheduler)."""
-        return {k: v * self.data_parallel for k, v in (("max_num_seqs", self.max_num_seqs),
-                                                       ("max_num_batched_tokens", self.max_num_batched_tokens)) if v}
+    def scheduler_overrides(self, ranks: int | None = None) -> dict[str, int]:
+        """The scheduler caps the run set, for a simulated engine of `ranks` data-parallel engine cores (default: the
+        run's own): vLLM's caps are per engine core, and the simulated engine holds every core, so they are the
+        cores' sums (as for the silicon runs' attention-DP ranks, validate.load.benchmark_scheduler)."""
+        n = self.data_parallel if ranks is None else ranks
+        return {k: v * n for k, v in (("max_num_seqs", self.max_num_seqs),
+                                      ("max_num_batched_tokens", self.max_num_batched_tokens)) if v}
 
     def deployment(self, model: ModelSpec) -> Deployment:
         """The layout the run states: TP inside each engine core; with data parallelism on a MoE model, vLLM's

@@ -46,7 +46,7 @@ class Trace:
     requests: Path
     ttft_s: float          # measured mean
     tpot_s: float
-    scheduler: dict        # the engine settings its meta.json states (max_num_seqs, max_num_batched_tokens)
+    scheduler: dict        # the engine settings its meta.json states, per engine core (max_num_seqs, max_num_batched_tokens)
     kv_cache_tokens: int | None
     ttft_p90_s: float = math.nan    # measured 90th percentiles (the real-engine stage judges them too)
     tpot_p90_s: float = math.nan
@@ -72,7 +72,7 @@ def read_trace(path: str | Path) -> Trace:
         except TokensimError:
             folder = None                                   # a meta.json of another layout: the requests alone
         if folder is not None:
-            scheduler = folder.scheduler_overrides()
+            scheduler = folder.scheduler_overrides(ranks=1)       # per engine core; times the deployment's ranks
             kv = folder.kv_cache_tokens
     return Trace(path.parent.name, path, float(np.mean(ttft)), float(np.mean(tpot)), scheduler, kv,
                  float(np.quantile(ttft, 0.9)), float(np.quantile(tpot, 0.9)))
@@ -82,7 +82,8 @@ def simulated_stats(trace: Trace, model: ModelSpec, hw: HardwareSpec, dep: Deplo
                     kv_cache_tokens: int | None = None) -> dict[str, dict[str, float]]:
     """The trace replayed on the deployment, with the scheduler settings and KV cache its meta.json states: the
     simulated `ttft_s` and `tpot_s` statistics (mean, p50, p90, p99)."""
-    scheduler = default_scheduler(dep.engine, hw, **trace.scheduler) if trace.scheduler else None
+    scheduler = (default_scheduler(dep.engine, hw, **{k: v * dep.attn_dp for k, v in trace.scheduler.items()})
+                 if trace.scheduler else None)
     spec = engine_for(model, hw, dep, constants=table, kv_cache_tokens=kv_cache_tokens or trace.kv_cache_tokens,
                       scheduler=scheduler)
     s = simulate(load_trace(trace.requests), spec, seed=0).summary

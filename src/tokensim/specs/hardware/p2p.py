@@ -30,7 +30,8 @@ def with_peer_to_peer(hw: HardwareSpec, enabled: bool, field: str = "--p2p") -> 
     links = tuple(replace(link, medium=medium) if link.medium in PCIE_MEDIA.values() else link for link in hw.links)
     if links == hw.links:
         return hw
-    return replace(hw, links=links, display_name=f"{hw.display_name} ({'with' if enabled else 'without'} GPU P2P)")
+    base = hw.display_name.removesuffix(" (with GPU P2P)").removesuffix(" (without GPU P2P)")
+    return replace(hw, links=links, display_name=f"{base} ({'with' if enabled else 'without'} GPU P2P)")
 
 
 def with_peer_to_peer_where_pcie(specs: tuple[HardwareSpec, ...], enabled: bool,

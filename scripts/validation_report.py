@@ -28,7 +28,7 @@ def kernels_note() -> str:
     trace that crosses PCIe replayed with the other GPU peer-to-peer case."""
     from tokensim.prediction.serving import read_trace_folder
     from tokensim.specs.hardware.catalog import load_hardware
-    from tokensim.specs.hardware.p2p import PCIE_MEDIA, has_pcie_link
+    from tokensim.specs.hardware.p2p import PCIE_MEDIA, flag_name, has_pcie_link, peer_to_peer_on
     from tokensim.validate.kernels import kernel_points, log_errors
     from tokensim.validate.load import replay_trace, shipped_traces
 
@@ -44,7 +44,7 @@ def kernels_note() -> str:
         hw = load_hardware(tf.hardware) if tf.hardware else None
         if hw is None or tf.tp * tf.data_parallel < 2 or not has_pcie_link(hw):
             continue
-        on = any(link.medium == PCIE_MEDIA[True] for link in hw.links)
+        on = peer_to_peer_on(hw)
         e = replay_trace(folder, p2p=not on).errors()
         layout = f"TP {tf.tp}" + (f" x DP {tf.data_parallel}" if tf.data_parallel > 1 else "") + (
             " with EP" if tf.expert_parallel else "")
@@ -55,7 +55,7 @@ def kernels_note() -> str:
                  f"them {'with' if on else 'without'} GPU peer-to-peer (medium {PCIE_MEDIA[on]}, a share of the line "
                  "rate from published nccl-tests runs, not fitted), a choice read from RTXPRO6000_Qwen3-32B's step "
                  "times, so that trace is no clean out-of-sample check of it. Replayed "
-                 f"{'without' if on else 'with'} it (`--{'no-' if on else ''}p2p`), mean TTFT / mean TPOT: "
+                 f"{'without' if on else 'with'} it (`{flag_name(not on)}`), mean TTFT / mean TPOT: "
                  + "; ".join(t for _, t in others) + " (docs/model.md 2.1).")
     return text
 

@@ -107,16 +107,6 @@ def renamed(value: Any, old: Any, flag: str, old_flag: str, default: Any) -> Any
     return old
 
 
-def box(hardware: str, p2p: bool | None) -> str | HardwareSpec:
-    """`hardware` as named, or loaded with GPU peer-to-peer switched on or off on its PCIe links."""
-    if p2p is None:
-        return hardware
-    from tokensim.specs.hardware.catalog import load_hardware
-    from tokensim.specs.hardware.p2p import with_peer_to_peer
-
-    return with_peer_to_peer(load_hardware(hardware), p2p, "--p2p" if p2p else "--no-p2p")
-
-
 def wrote(paths: Iterable[Path]) -> None:
     note.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False, soft_wrap=True)
     note.file.flush()
@@ -208,9 +198,11 @@ def predict(
     """Predict tokens/s per user, TTFT, throughput and memory, with the per-op breakdown."""
     from tokensim.output.render import print_prediction
     from tokensim.prediction.predictor import predict as run_predict
+    from tokensim.specs.hardware.catalog import load_hardware
+    from tokensim.specs.hardware.p2p import with_peer_to_peer
 
     stem = check_target(plot, "--plot") if plot else None
-    hardware_spec = box(hardware, p2p)
+    hardware_spec = with_peer_to_peer(load_hardware(hardware), p2p)
     kw = dict(weights=plain(weights), expert_weights=plain(expert_weights), compute=plain(compute), kv=str(kv),
               engine=str(engine), input_tokens=renamed(input_tokens, old_input, "--input-tokens", "--input", 1024),
               output_tokens=renamed(output_tokens, old_output, "--output-tokens", "--output", 256))
@@ -220,32 +212,29 @@ def predict(
         wrote(_prediction_plots(p, model, hardware_spec, stem, kw))
     if json_out:
         from tokensim.perf.constants import evidence, for_hardware
-        from tokensim.specs.hardware.catalog import load_hardware
 
-        hw_spec = load_hardware(hardware_spec)
-        k = for_hardware(hw_spec, str(engine))
+        k = for_hardware(hardware_spec, str(engine))
         d = p.to_dict()
         d["constants"] = {name: {"value": getattr(k, name), "evidence": why}
-                          for name, why in evidence(hw_spec.family, hw_spec.kind, str(engine), hw_spec.vendor,
-                                                         chip=hw_spec.name).items()}
+                          for name, why in evidence(hardware_spec.family, hardware_spec.kind, str(engine),
+                                                    hardware_spec.vendor, chip=hardware_spec.name).items()}
         return emit_json(d)
     print_prediction(p, out)
 
 
-def _prediction_plots(p: Any, model: str, hardware: str | HardwareSpec, stem: Path, kw: dict[str, Any]) -> list[Path]:
+def _prediction_plots(p: Any, model: str, hw: HardwareSpec, stem: Path, kw: dict[str, Any]) -> list[Path]:
     """Every plot of `predict --plot`, written together or not at all."""
     from tokensim.output.files import atomic_outputs
     from tokensim.output.plot_data import speed_vs_batch_points, ttft_vs_depth_points
     from tokensim.output.plots import prediction_plots, sibling, speed_vs_batch, ttft_vs_depth
-    from tokensim.specs.hardware.catalog import load_hardware
 
-    hw, d = load_hardware(hardware), p.deployment
+    d = p.deployment
     with atomic_outputs() as outputs:
         paths = prediction_plots(p, hw, stem, outputs, "--plot")
-        points = speed_vs_batch_points(model, [hardware], tp=d.tp, pp=d.pp, ep=d.ep, dp=d.dp, **kw)
+        points = speed_vs_batch_points(model, [hw], tp=d.tp, pp=d.pp, ep=d.ep, dp=d.dp, **kw)
         paths += speed_vs_batch(points, sibling(stem, "speed-vs-batch"), outputs, "--plot")
         if hw.kind in ("wafer", "lpu") and d.tp == 1:
-            paths += ttft_vs_depth(ttft_vs_depth_points(model, hardware, **kw), sibling(stem, "ttft-vs-depth"), outputs, "--plot")
+            paths += ttft_vs_depth(ttft_vs_depth_points(model, hw, **kw), sibling(stem, "ttft-vs-depth"), outputs, "--plot")
     return paths
 
 
@@ -322,9 +311,7 @@ def plan(
     from tokensim.specs.hardware.p2p import with_peer_to_peer_where_pcie
     from tokensim.specs.model.catalog import load_model
 
-    chips = tuple(load_hardware(h) for h in hardware)
-    if p2p is not None:
-        chips = with_peer_to_peer_where_pcie(chips, p2p, "--p2p" if p2p else "--no-p2p")
+    chips = with_peer_to_peer_where_pcie(tuple(load_hardware(h) for h in hardware), p2p)
     if rate is not None:
         from tokensim.cli_serving import capacity_command
         return capacity_command(out, model, chips, rate, slo_ttft, slo_tpot, max_chips,

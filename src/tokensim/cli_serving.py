@@ -45,16 +45,15 @@ def _engine_from_args(scenario: str | None, model: str, hardware: str, tp: int |
     from tokensim.specs.hardware.p2p import with_peer_to_peer
     from tokensim.specs.model.catalog import load_model
 
-    flag = "--p2p" if p2p else "--no-p2p"
     if scenario:
         from tokensim.scenarios.scenario import find_scenario, load_scenario, scenario_constants
         s = load_scenario(find_scenario(scenario))
-        hw = s.hardware if p2p is None else with_peer_to_peer(s.hardware, p2p, flag)
+        hw = with_peer_to_peer(s.hardware, p2p)
         return engine_for(s.model, hw, s.deployment, constants=scenario_constants(s)), s.model.name
     if trace_folder is not None and trace_folder.hardware is not None:
         spec, _, _ = trace_engine(trace_folder, load_model(model), p2p=p2p)
         return spec, model
-    hw = load_hardware(hardware) if p2p is None else with_peer_to_peer(load_hardware(hardware), p2p, flag)
+    hw = with_peer_to_peer(load_hardware(hardware), p2p)
     p = predict(model, hw, chips=chips, tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, weights=weights, kv=kv,
                 engine=engine)            # the layout resolver and fit check of predict
     return engine_for(load_model(model), hw, p.deployment), model

@@ -16,7 +16,7 @@ from tokensim.perf.memory import max_batch, memory_use, stage_memory
 from tokensim.perf.ops import Num, OpSummary
 from tokensim.perf.step import StepCost, step_cost
 from tokensim.specs.hardware.catalog import load_hardware
-from tokensim.specs.hardware.p2p import PCIE_MEDIA, has_pcie_link, peer_to_peer_note, with_peer_to_peer
+from tokensim.specs.hardware.p2p import has_pcie_link, peer_to_peer_note, peer_to_peer_on, with_peer_to_peer
 from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.specs.model.catalog import load_model
 from tokensim.specs.model.spec import ModelSpec
@@ -186,8 +186,7 @@ def peak_bounds(hw: HardwareSpec, ctx: Context, cost: StepCost, micro) -> tuple[
 def other_link_case(model: ModelSpec, hw: HardwareSpec, dep: Deployment, table: ConstantsTable) -> str:
     """What a deployment over PCIe assumes about GPU peer-to-peer, and its speed and TTFT with the other case: the
     catalog states one box, the user's may differ (specs/hardware/p2p.py)."""
-    on = any(link.medium == PCIE_MEDIA[True] for link in hw.links)
-    other = with_peer_to_peer(hw, not on)
+    other = with_peer_to_peer(hw, not peer_to_peer_on(hw))
     ctx = make_context(model, other, dep, table.for_hardware(other, dep.engine))
     tps = 1.0 / decode_step(ctx, dep.spec).tpot_s
     return (f"{peer_to_peer_note(hw)}: cost model {tps:.3g} tokens/s per user, TTFT "
@@ -279,9 +278,7 @@ def predict(
     `tokensim hardware`) or are paths to a config.json / hardware TOML. With no chips, tp or pp given,
     the fewest chips that hold the weights and KV are used. `p2p`: GPU peer-to-peer on (True) or off (False) on the
     chip's PCIe links; None: as its hardware file states."""
-    m, hw = load_model(model), load_hardware(hardware)
-    if p2p is not None:
-        hw = with_peer_to_peer(hw, p2p, "p2p")
+    m, hw = load_model(model), with_peer_to_peer(load_hardware(hardware), p2p, "p2p")
     fields = dict(ep=ep, dp=dp, attn_dp=attn_dp, redundant_experts=redundant_experts, stage_layers=stage_layers,
                   weights=weights, expert_weights=expert_weights, compute=compute, kv=kv, batch=batch,
                   input_tokens=input_tokens, output_tokens=output_tokens, engine=engine, spec=spec,

@@ -165,9 +165,7 @@ def trace_engine(folder: TraceFolder, model: ModelSpec, constants: ConstantsTabl
     if folder.hardware is None:
         raise bad_value("trace", str(folder.requests.parent), "a meta.json naming a GPU of the catalog (hardware."
                         "device_name), or a scenario / --hardware to serve the trace's requests on")
-    hw = load_hardware(folder.hardware)
-    if p2p is not None:
-        hw = with_peer_to_peer(hw, p2p, "--p2p" if p2p else "--no-p2p")
+    hw = with_peer_to_peer(load_hardware(folder.hardware), p2p)
     dep = dep or folder.deployment(model)
     overrides = folder.scheduler_overrides()
     scheduler = default_scheduler(dep.engine, hw, **overrides) if dep.engine in ("vllm", "default") else None

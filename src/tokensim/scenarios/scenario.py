@@ -193,9 +193,7 @@ def scenario_from_dict(d: dict, base_dir: Path, where: str = "scenario") -> Scen
     raw = s.model_dump(by_alias=True, exclude_unset=True)      # the checked values (8.0 read as 8, and so on)
     try:                                  # names resolved, then checked against the model and chip
         model = _model(s, base_dir, where)
-        hw = _hardware(s.hardware, base_dir)
-        if s.p2p is not None:
-            hw = with_peer_to_peer(hw, s.p2p, "p2p")
+        hw = with_peer_to_peer(_hardware(s.hardware, base_dir), s.p2p, "p2p")
         spec = spec_from_dict(raw.get("speculative"))
         dep = deployment_from_dict(raw.get("deployment", {}), model, hw, spec, "deployment")
     except TokensimError as exc:

@@ -18,10 +18,23 @@ def has_pcie_link(hw: HardwareSpec) -> bool:
     return any(link.medium in PCIE_MEDIA.values() for link in hw.links)
 
 
-def with_peer_to_peer(hw: HardwareSpec, enabled: bool, field: str = "--p2p") -> HardwareSpec:
+def peer_to_peer_on(hw: HardwareSpec) -> bool:
+    """Whether `hw`'s PCIe links carry GPU peer-to-peer (medium pcie); False for pcie-host or no PCIe link."""
+    return any(link.medium == PCIE_MEDIA[True] for link in hw.links)
+
+
+def flag_name(enabled: bool) -> str:
+    """The command-line flag that asks for `enabled`."""
+    return "--p2p" if enabled else "--no-p2p"
+
+
+def with_peer_to_peer(hw: HardwareSpec, enabled: bool | None, field: str | None = None) -> HardwareSpec:
     """`hw` with GPU peer-to-peer on (`enabled`) or off on every PCIe link; bandwidth, latency and everything else as
-    its file states them. A chip without a PCIe link is refused, naming `field`: its links (NVLink, xGMI, ...) do
-    not depend on this setting."""
+    its file states them; `enabled` None: `hw` as it is. A chip without a PCIe link is refused, naming `field` (by
+    default the flag that asked): its links (NVLink, xGMI, ...) do not depend on this setting."""
+    if enabled is None:
+        return hw
+    field = field or flag_name(enabled)
     if not has_pcie_link(hw):
         stated = ", ".join(f"{link.name} {link.medium or 'medium unstated'}" for link in hw.links) or "none"
         raise TokensimError(f"{field}: hardware {hw.name} has no PCIe link (its links: {stated}); GPU peer-to-peer "
@@ -34,10 +47,14 @@ def with_peer_to_peer(hw: HardwareSpec, enabled: bool, field: str = "--p2p") -> 
     return replace(hw, links=links, display_name=f"{base} ({'with' if enabled else 'without'} GPU P2P)")
 
 
-def with_peer_to_peer_where_pcie(specs: tuple[HardwareSpec, ...], enabled: bool,
-                                 field: str = "--p2p") -> tuple[HardwareSpec, ...]:
+def with_peer_to_peer_where_pcie(specs: tuple[HardwareSpec, ...], enabled: bool | None,
+                                 field: str | None = None) -> tuple[HardwareSpec, ...]:
     """Each chip of `specs` with GPU peer-to-peer switched on or off where it has a PCIe link, the others as they
-    are (a plan over an NVLink chip and a PCIe card); refused, naming `field`, when none has a PCIe link."""
+    are (a plan over an NVLink chip and a PCIe card); `enabled` None: all as they are; refused, naming `field` (by
+    default the flag), when none has a PCIe link."""
+    if enabled is None:
+        return specs
+    field = field or flag_name(enabled)
     if not any(has_pcie_link(hw) for hw in specs):
         names = ", ".join(hw.name for hw in specs)
         raise TokensimError(f"{field}: none of the hardware ({names}) has a PCIe link; GPU peer-to-peer is a setting "
@@ -50,9 +67,10 @@ def peer_to_peer_note(hw: HardwareSpec) -> str | None:
     link: Link | None = next((x for x in hw.links if x.medium in PCIE_MEDIA.values()), None)
     if link is None:
         return None
-    on = link.medium == PCIE_MEDIA[True]
+    on = peer_to_peer_on(hw)
     return (f"{link.name} over PCIe {'with' if on else 'without'} GPU peer-to-peer (medium {link.medium}); the "
-            f"other case: {'--no-p2p' if on else '--p2p'} (p2p={not on})")
+            f"other case: {flag_name(not on)} (p2p={not on})")
 
 
-__all__ = ["with_peer_to_peer", "with_peer_to_peer_where_pcie", "has_pcie_link", "peer_to_peer_note", "PCIE_MEDIA"]
+__all__ = ["with_peer_to_peer", "with_peer_to_peer_where_pcie", "has_pcie_link", "peer_to_peer_on", "peer_to_peer_note",
+           "flag_name", "PCIE_MEDIA"]

@@ -55,3 +55,36 @@ def test_chunk_after_cached_prefix_reads_it():
     first = StepBatch(EMPTY, np.array([512]), np.array([0]))
     later = StepBatch(EMPTY, np.array([512]), np.array([4096]))
     assert t.step_s(later) > t.step_s(first)
+
+
+def test_attention_dp_step_prices_a_prompt_whole_on_its_rank():
+    """DeepSeek-V3 on 8 H200 with attention DP 8 and EP 8: one 4,096-token prompt is prefilled on one rank, so the
+    step is that rank's full prefill (one chunk of 4,096 tokens, all 4,096 at the experts), not an eighth of a
+    prompt on each rank. Checked against step_cost of that batch, written out by hand."""
+    from tokensim.perf.constants import for_hardware
+    from tokensim.perf.context import make_context
+    from tokensim.perf.layers import Batch
+    from tokensim.perf.step import step_cost
+
+    m, hw = tokensim.load_model("deepseek-v3"), tokensim.load_hardware("h200")
+    dep = Deployment(tp=1, attn_dp=8, ep=8, weights="fp8")
+    t = CostModelTimer(m, hw, dep, exact=True).step_s(StepBatch(EMPTY, np.array([4096]), np.array([0])))
+    ctx = make_context(m, hw, dep, for_hardware(hw))
+    whole = step_cost(ctx, Batch(prefill_seqs=1.0, prefill_tokens=4096.0, prefill_position=2048.0,
+                                 moe_tokens=4096.0)).latency_s
+    sliver = step_cost(ctx, Batch(prefill_seqs=1 / 8, prefill_tokens=4096.0, prefill_position=2048.0,
+                                  moe_tokens=4096.0)).latency_s
+    assert t == pytest.approx(whole, rel=1e-12)
+    assert t > 1.5 * sliver
+
+
+def test_busiest_rank_holds_the_even_share_or_one_whole_request():
+    """64 decodes and 2 prompts of 1,024 over 8 ranks: 8 decodes and one prompt on the busiest rank, all 64 + 2,048
+    tokens at the MoE layers; on one rank the batch is the plain one."""
+    from tokensim.perf.layers import Batch, busiest_rank_share
+
+    b = Batch.on_busiest_rank(8, 64.0, 2.0, prefill_tokens=1024.0)
+    assert (b.decode_seqs, b.prefill_seqs, b.moe_tokens) == (8.0, 1.0, 64.0 + 2048.0)
+    assert busiest_rank_share(0.0, 8) == 0.0 and busiest_rank_share(3.0, 1) == 3.0
+    one = Batch.on_busiest_rank(1, 5.0, 1.0, prefill_tokens=300.0)
+    assert (one.decode_seqs, one.prefill_seqs, one.moe_tokens_for(1)) == (5.0, 1.0, 305.0)

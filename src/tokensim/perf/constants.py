@@ -57,7 +57,7 @@ class Constants:
     link_bandwidth_fraction: float   # achieved / line rate of a collective over a chip-to-chip link (NVLink, ...)
     pcie_link_bandwidth_fraction: float   # the same over a link whose medium is PCIe with GPU peer-to-peer
     pcie_host_link_bandwidth_fraction: float   # and over PCIe without it, staged through host memory
-    moe_load_imbalance: float
+    expert_load_cv: float            # routing skew: coefficient of variation of the pairs each expert gets
     dequant_overhead: float
     stage_hop_latency_s: float       # pipeline stage to stage, beyond the link's own latency
     usable_memory_fraction: float    # of the weight tier's capacity, for weights + KV
@@ -155,9 +155,9 @@ class ConstantsTable:
         values = self.merged(family, kind, engine, vendor, chip)
         out = {n: str(values.get(f"{n}_evidence", "")) for n in NAMES}
         for fam, eng in levels(family, kind, engine, vendor.lower(), chip):
-            for name in self.fitted.get("constants", {}).get(fam, {}).get(eng, {}):
+            for name in set(self.fitted.get("constants", {}).get(fam, {}).get(eng, {})) & out.keys():
                 out[name] = f"fitted by `tokensim fit` on {self.fitted.get('date', '?')} ({self.fitted.get('rows', '?')} rows)"
-            for name in self.overlay.get(fam, {}).get(eng, {}):
+            for name in set(self.overlay.get(fam, {}).get(eng, {})) & out.keys():
                 out[name] = "set for this run (scenario [constants] table or a fit in progress)"
         return out
 

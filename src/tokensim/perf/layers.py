@@ -10,7 +10,9 @@ all-reduce where tp > 1) are gated by a 0/1 mask instead of an `if`.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -66,6 +68,31 @@ class Batch:
     def prefill(seqs, tokens, position=None, moe_tokens=None, cached=0.0) -> Batch:
         return Batch(prefill_seqs=seqs, prefill_tokens=tokens, prefill_cached=cached, prefill_position=position,
                      moe_tokens=moe_tokens)
+
+    @staticmethod
+    def on_busiest_rank(ranks, decode_seqs, prefill_seqs=0.0, *, query_per_decode=1.0, decode_context=0.0,
+                        prefill_tokens=0.0, prefill_cached=0.0, prefill_position=None) -> Batch:
+        """The batch of the busiest of `ranks` attention-DP ranks when a replica's step holds `decode_seqs`
+        sequences and `prefill_seqs` prompt chunks between them (totals over the ranks). Each rank runs its own
+        sequences' attention and dense layers and every rank waits for the slowest at each MoE layer, which takes
+        all the replica's tokens (moe_tokens). Spread evenly (busiest_rank_share), but a prompt is prefilled whole
+        on one rank: one 8k prompt on a replica of 8 ranks costs its rank a full prefill, not an eighth of one."""
+        tokens = decode_seqs * query_per_decode + prefill_seqs * prefill_tokens
+        return Batch(decode_seqs=busiest_rank_share(decode_seqs, ranks), query_per_decode=query_per_decode,
+                     decode_context=decode_context, prefill_seqs=busiest_rank_share(prefill_seqs, ranks),
+                     prefill_tokens=prefill_tokens, prefill_cached=prefill_cached, prefill_position=prefill_position,
+                     moe_tokens=tokens)
+
+
+def busiest_rank_share(total, ranks):
+    """Items (sequences, prompt chunks) on the busiest of `ranks` ranks that hold `total` between them: the even
+    share total / ranks, but a whole item wherever there is one (a rank holds whole requests; engines hand each
+    new request to one rank: SGLang's round robin, vLLM's least-loaded engine core, TensorRT-LLM's attention-DP
+    balancing). Deployment.seqs_per_rank rounds a static batch up the same way."""
+    if np.ndim(total) == 0 and np.ndim(ranks) == 0:
+        return max(total / ranks, min(total, 1.0))
+    total = np.asarray(total, dtype=float)
+    return np.maximum(total / ranks, np.minimum(total, 1.0))
 
 
 # Kernel launches per op in a decode step, counted from vLLM/SGLang model code (a structural count, not
@@ -283,6 +310,44 @@ def remote_ranks_per_token(n_experts: int, top_k: int, ep) -> Num:
     return float(out) if out.ndim == 0 else out
 
 
+@cache
+def expected_max_std_normal(n: int) -> float:
+    """E[max of n independent standard normals]: 0 for one, 0.564 for 2, 1.029 for 4, 1.424 for 8, 2.344 for 64
+    (integral of x n phi(x) Phi(x)^(n-1) on a fine grid)."""
+    if n <= 1:
+        return 0.0
+    x = np.linspace(-9.0, 9.0, 9001)
+    cdf = 0.5 * (1.0 + np.array([math.erf(v / math.sqrt(2.0)) for v in x]))
+    pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+    return float(np.sum(x * n * pdf * cdf ** (n - 1)) * (x[1] - x[0]))
+
+
+def expert_rank_imbalance(slots: Num, top_k: int, ep: Num, moe_tokens: Num, expert_load_cv: float,
+                          groups: int = 1) -> Num:
+    """The busiest expert-parallel rank's (token, expert) pairs over the mean rank's (docs/model.md 1.1).
+
+    A rank's load is the sum of its slots / ep experts' loads. Two things make it vary between ranks: the router's
+    skew (each expert's share of the pairs has coefficient of variation `expert_load_cv` across experts, so a rank
+    averaging slots / ep of them varies by cv sqrt(ep / slots)) and sampling (T k pairs over ep ranks, about
+    Poisson: sqrt(ep / (T k))). The step waits for the busiest of ep ranks, E[max] ~ mean (1 + z_ep CV) with
+    z_ep the expected maximum of ep standard normals; never more than ep (every pair on one rank). One rank has
+    no imbalance. So EP 2 over 128 experts at a prefill stays near 1 and EP 8 of a decode batch of 8 tokens
+    reaches about 1.5, where a single factor had to be one number for both.
+
+    Group-limited routing (`groups` > 1: DeepSeek-V3 picks a token's experts from 4 of 8 groups) adds the groups'
+    skew: a rank holding groups / ep whole groups (all of one group's load when ep >= groups) varies by
+    cv sqrt(min(ep / groups, 1)), a group's share taken to vary across groups as an expert's does across experts
+    (an assumption: no measurement of group loads was found; DeepSeek's EPLB balances groups across nodes first)."""
+    ep_arr = np.asarray(ep, dtype=float)
+    ranks, where = np.unique(np.rint(ep_arr).astype(int), return_inverse=True)
+    z = np.array([expected_max_std_normal(int(n)) for n in ranks])[where].reshape(ep_arr.shape)
+    pairs = np.maximum(np.asarray(moe_tokens, dtype=float) * top_k, 1.0)
+    group_share = np.minimum(ep_arr / groups, 1.0) if groups > 1 else 0.0
+    cv = np.sqrt(expert_load_cv ** 2 * (ep_arr / slots + group_share) + ep_arr / pairs)
+    out = np.where(ep_arr > 1, np.minimum(1.0 + z * cv, ep_arr), 1.0)
+    return float(out) if np.ndim(out) == 0 else out
+
+
 def moe_ops(ctx: Context, moe: MoE, b: Batch) -> list[OpCost]:
     dep, k = ctx.dep, ctx.k
     ops = []
@@ -294,10 +359,9 @@ def moe_ops(ctx: Context, moe: MoE, b: Batch) -> list[OpCost]:
     elif always_on:
         # the gate alone: its weights are read, its GEMM is one of moe.experts' launches
         ops.append(weight_op(ctx, "moe.router", always_on / dep.tp, b, "shared_experts"))
-    imbalance: Num = np.where(dep.ep > 1, k.moe_load_imbalance, 1.0)
-    if np.ndim(imbalance) == 0:
-        imbalance = float(imbalance)
     moe_tokens = b.moe_tokens_for(dep.attn_dp)
+    imbalance = expert_rank_imbalance(moe.n_experts + dep.redundant_experts, moe.top_k, dep.ep, moe_tokens,
+                                      k.expert_load_cv, moe.routing_groups)
     slots = (moe.n_experts + dep.redundant_experts) / moe.n_experts
     distinct = expected_experts_touched(moe.n_experts, moe.top_k, moe_tokens)
     touched = distinct * slots / dep.ep

@@ -43,7 +43,7 @@ def _unbucket(i: int) -> float:
 
 @dataclass
 class CostModelTimer:
-    """Step times of one replica of `dep` (its batch is spread evenly over its attention-DP ranks)."""
+    """Step times of one replica of `dep`: the busiest of its attention-DP ranks (Batch.on_busiest_rank)."""
 
     model: ModelSpec
     hw: HardwareSpec
@@ -59,11 +59,10 @@ class CostModelTimer:
 
     def batch_of(self, decode_seqs: int, decode_context: float, prefill_seqs: int, prefill_tokens: float,
                  prefill_cached: float, prefill_position: float, query_per_decode: int) -> Batch:
-        ranks = self.dep.attn_dp
-        return Batch(decode_seqs=decode_seqs / ranks, query_per_decode=float(query_per_decode),
-                     decode_context=decode_context, prefill_seqs=prefill_seqs / ranks,
-                     prefill_tokens=prefill_tokens, prefill_cached=prefill_cached,
-                     prefill_position=prefill_position if prefill_seqs else None)
+        return Batch.on_busiest_rank(self.dep.attn_dp, float(decode_seqs), float(prefill_seqs),
+                                     query_per_decode=float(query_per_decode), decode_context=decode_context,
+                                     prefill_tokens=prefill_tokens, prefill_cached=prefill_cached,
+                                     prefill_position=prefill_position if prefill_seqs else None)
 
     def _time(self, key: tuple) -> float:
         nd, ctx_i, npf, chunk_i, cached_i, pos_i, q = key

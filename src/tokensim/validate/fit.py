@@ -64,7 +64,7 @@ GENERAL = (
     Param("default", "default", "grouped_gemm_fraction", 0.05, 1.0, "MoE grouped expert GEMMs against dense ones"),
     Param("default", "default", "narrow_format_serial_share", 0.005, 0.8, "GEMM time an fp8/fp4 format does not speed up"),
     Param("default", "default", "attention_prefill_rate_ratio", 0.2, 1.0, "prefill attention's FLOP rate over the GEMMs'"),
-    Param("default", "default", "moe_load_imbalance", 1.0, 2.0, "busiest expert-parallel rank over the mean"),
+    Param("default", "default", "expert_load_cv", 0.1, 1.0, "routing skew across experts (coefficient of variation)"),
     Param("default", "default", "kernel_gap_s", 0.2e-6, 10e-6, "idle time per kernel launch"),
     Param("default", "default", "eager_layer_overhead_s", 1e-6, 1e-3, "host time per layer of a step outside CUDA graphs"),
     Param("default", "default", "host_overhead_s", 1e-5, 3e-3, "host time per decode step"),

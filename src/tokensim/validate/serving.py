@@ -332,13 +332,15 @@ def cohort_step_s(ctx, seqs: np.ndarray, isl: int, osl: int, engine: str) -> np.
 
 
 def _step_s(ctx, seqs, prompts, dep) -> np.ndarray:
-    """Wall time of a step of `seqs` decodes beside `prompts` prompts. Under speculative decoding (dep.spec) a step
+    """Wall time of a step of `seqs` decodes beside `prompts` prompts per attention rank (their means; the busiest
+    rank sets the step, Batch.on_busiest_rank). Under speculative decoding (dep.spec) a step
     verifies 1 + k tokens per sequence and runs k draft passes (it yields `tokens_per_step(dep)` tokens each)."""
     isl, osl = dep.input_tokens, dep.output_tokens
     spec = dep.spec
     q = 1.0 + spec.draft_tokens if spec is not None else 1.0
-    b = Batch(decode_seqs=seqs, query_per_decode=q, decode_context=isl + osl / 2.0, prefill_seqs=prompts,
-              prefill_tokens=float(isl), prefill_position=isl / 2.0)
+    ranks = dep.attn_dp
+    b = Batch.on_busiest_rank(ranks, seqs * ranks, prompts * ranks, query_per_decode=q,
+                              decode_context=isl + osl / 2.0, prefill_tokens=float(isl), prefill_position=isl / 2.0)
     t = step_cost(ctx, b).latency_s
     if spec is not None:
         t = t + spec.draft_tokens * draft_step_s(ctx, spec, seqs)

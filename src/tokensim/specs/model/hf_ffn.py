@@ -80,7 +80,15 @@ def moe(f: Fields, model_type: str, hidden: int, hashed: bool = False) -> MoE:
     if latent != hidden:
         latent_params = 2 * hidden * latent + (latent if f.bool("latent_moe_use_norm") else 0)
     return MoE(experts, top_k, expert, _shared_params(f, model_type, hidden, width, gated),
-               _router_params(f, model_type, hidden, experts, hashed), latent_params)
+               _router_params(f, model_type, hidden, experts, hashed), latent_params, routing_groups(f, experts))
+
+
+def routing_groups(f: Fields, experts: int) -> int:
+    """Groups of group-limited routing (DeepSeek-V3: n_group 8, topk_group 4: a token's experts come from 4 of 8
+    groups of 32); 1 where a token may pick any expert (no n_group, or topk_group = n_group)."""
+    groups = f.int("n_group", default=1, minimum=1)
+    chosen = f.int("topk_group", default=groups, minimum=1)
+    return groups if 1 < groups <= experts and chosen < groups else 1
 
 
 def moe_flags(f: Fields, n_layers: int) -> list[bool]:

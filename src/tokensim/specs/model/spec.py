@@ -78,11 +78,14 @@ class MoE:
     shared_params: int = 0   # all shared experts together
     router_params: int = 0   # gate weights and bias
     latent_params: int = 0   # latent MoE: projections into and out of the experts' width, always active
+    routing_groups: int = 1  # group-limited routing: experts in this many groups, a token's chosen among a few of them
 
     def __post_init__(self) -> None:
         require(self.n_experts > 0, "moe.n_experts", self.n_experts, "a positive integer")
         require(0 < self.top_k <= self.n_experts, "moe.top_k", self.top_k, f"between 1 and n_experts ({self.n_experts})")
         require(self.expert_params > 0, "moe.expert_params", self.expert_params, "a positive integer")
+        require(0 < self.routing_groups <= self.n_experts, "moe.routing_groups", self.routing_groups,
+                f"between 1 and n_experts ({self.n_experts})")
 
     @property
     def params(self) -> int:

@@ -123,7 +123,7 @@ def section(sample: int = 0) -> str:
               "that launch script's token budget (`tokensim/validate/harness.py`). InferenceX's client, which draws request "
               "lengths uniformly in [0.8 L, L] for its 2,049 runs, is not simulated, nor are its scripts' SGLang, "
               "TensorRT-LLM and vLLM launch settings (written down with their commits in `harness.toml`): modelled, they "
-              "made these errors worse after a refit (with every engine's launch: TTFT 32.0 -> 33.2 %, steady TPOT "
+              "made these errors worse after a refit (tried on the constants of 2026-12-04, with every engine's launch: TTFT 32.0 -> 33.2 %, steady TPOT "
               "11.8 -> 12.7 %; TensorRT-LLM's and SGLang's pairs improve, vLLM's get worse; "
               "`harness.SIMULATE_INFERENCEX_CLIENT`). "
               "Peer figures: aiconfigurator 0.12 "

@@ -339,8 +339,12 @@ def expert_rank_imbalance(slots: Num, top_k: int, ep: Num, moe_tokens: Num, expe
     cv sqrt(min(ep / groups, 1)), a group's share taken to vary across groups as an expert's does across experts
     (an assumption: no measurement of group loads was found; DeepSeek's EPLB balances groups across nodes first)."""
     ep_arr = np.asarray(ep, dtype=float)
-    ranks, where = np.unique(np.rint(ep_arr).astype(int), return_inverse=True)
-    z = np.array([expected_max_std_normal(int(n)) for n in ranks])[where].reshape(ep_arr.shape)
+    z: Num
+    if ep_arr.ndim == 0:                 # one layout (predict, the simulator's steps): no table of z to build
+        z = expected_max_std_normal(round(float(ep_arr)))
+    else:
+        ranks, where = np.unique(np.rint(ep_arr).astype(int), return_inverse=True)
+        z = np.array([expected_max_std_normal(int(n)) for n in ranks])[where].reshape(ep_arr.shape)
     pairs = np.maximum(np.asarray(moe_tokens, dtype=float) * top_k, 1.0)
     group_share = np.minimum(ep_arr / groups, 1.0) if groups > 1 else 0.0
     cv = np.sqrt(expert_load_cv ** 2 * (ep_arr / slots + group_share) + ep_arr / pairs)

@@ -190,6 +190,8 @@ def predict(
     compute: Compute | None = typer.Option(None, case_sensitive=False, help="compute format (default: the weights' native one)"),
     kv: Precision = typer.Option("bf16", case_sensitive=False, help="KV-cache precision"),
     engine: Engine = typer.Option("default", case_sensitive=False, metavar=ENGINE_METAVAR, help=ENGINE_HELP),
+    engine_version: str | None = typer.Option(None, "--engine-version",
+                                              help="the engine's release, e.g. 0.6.1: its kernels' traits (data/engines)"),
     p2p: bool | None = typer.Option(None, "--p2p/--no-p2p", help=P2P_HELP),
     plot: str | None = typer.Option(None, "--plot", help="write the breakdown, roofline, speed-vs-batch (and, on wafers/LPUs, "
                                     "TTFT-vs-pipeline-depth) plots as PNG and SVG beside this path"),
@@ -204,7 +206,8 @@ def predict(
     stem = check_target(plot, "--plot") if plot else None
     hardware_spec = with_peer_to_peer(load_hardware(hardware), p2p)
     kw = dict(weights=plain(weights), expert_weights=plain(expert_weights), compute=plain(compute), kv=str(kv),
-              engine=str(engine), input_tokens=renamed(input_tokens, old_input, "--input-tokens", "--input", 1024),
+              engine=str(engine), engine_version=engine_version,
+              input_tokens=renamed(input_tokens, old_input, "--input-tokens", "--input", 1024),
               output_tokens=renamed(output_tokens, old_output, "--output-tokens", "--output", 256))
     p = run_predict(model, hardware_spec, chips=chips, tp=tp, pp=pp, ep=ep, dp=dp, attn_dp=attn_dp,
                     overlap_comm=overlap_comm, batch=batch, **kw)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokensim.errors import bad_value, require
-from tokensim.perf.engines import canonical_engine, engine_profiles
+from tokensim.perf.engines import canonical_engine, engine_profiles, engine_version
 from tokensim.specs.precision import COMPUTE_ORDER, get_precision
 
 # Bounds on what a library caller may ask for (files are bounded by tokensim.inputs): far beyond any real deployment,
@@ -66,6 +66,7 @@ class Deployment:
     input_tokens: int = 1024
     output_tokens: int = 256
     engine: str = "default"
+    engine_version: str | None = None   # the engine's release ('0.6.1'); its traits (data/engines releases) may change a step
     spec: SpecDecode | None = None
     micro_batches: int | None = None    # pipeline micro-batches in flight; None: min(pp, batch)
     overlap_comm: bool = False          # EP/AFD communication hidden behind compute (two-micro-batch overlap)
@@ -84,6 +85,9 @@ class Deployment:
         engine = canonical_engine(self.engine) if isinstance(self.engine, str) else None
         require(engine is not None, "engine", self.engine, f"one of {', '.join(sorted(engine_profiles()))} (tokensim engines)")
         object.__setattr__(self, "engine", engine)       # one spelling per engine ("vLLM", "vllm-openai" -> "vllm")
+        require(self.engine_version is None or isinstance(self.engine_version, str)
+                and engine_version(self.engine_version) is not None, "engine_version", self.engine_version,
+                "a release number such as 0.6.1 or 1.2.0rc3")
         for name in ("weights", "expert_weights"):
             if getattr(self, name) is not None:
                 get_precision(getattr(self, name), name)

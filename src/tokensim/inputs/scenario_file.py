@@ -43,6 +43,7 @@ ClaimValue = Annotated[float, Number("the claimed value, in `unit`", ge=0, le=1e
 ConstantValue = Annotated[float, Number("the unit of data/constants.toml: a fraction, seconds or rows", ge=0, le=1e6)]
 Precision = Annotated[str, Field(min_length=1, max_length=40, description="a precision name such as bf16, fp8, int4")]
 Engine = Annotated[str, Field(min_length=1, max_length=40, description="an engine name, such as default")]
+EngineVersion = Annotated[str, Field(min_length=1, max_length=40, description="an engine release, such as 0.6.1")]
 LayerRange = Annotated[str, Field(max_length=40, description='a layer range like "0-3" or a single layer "4"')]
 
 
@@ -63,6 +64,7 @@ class DeploymentTable(InputModel):
     compute: Precision | None = None
     kv: Precision | None = None
     engine: Engine | None = None
+    engine_version: EngineVersion | None = None
     micro_batches: MicroBatches | None = None
     overlap_comm: bool | None = None
     redundant_experts: ExtraExperts | None = None
@@ -77,7 +79,8 @@ class DeploymentTable(InputModel):
         return {k: v for k in _DEPLOYMENT_FIELDS if (v := getattr(self, k)) is not None}
 
 
-_DEPLOYMENT_FIELDS = ("weights", "expert_weights", "compute", "kv", "engine", "batch", "input_tokens", "output_tokens",
+_DEPLOYMENT_FIELDS = ("weights", "expert_weights", "compute", "kv", "engine", "engine_version",
+                      "batch", "input_tokens", "output_tokens",
                       "ep", "dp", "attn_dp", "micro_batches", "redundant_experts", "overlap_comm")
 
 

@@ -20,7 +20,8 @@ def prediction_table(p: Prediction) -> Table:
     t.add_column("value")
     rows = [
         ("layout", f"tp {d.tp} x attn_dp {d.attn_dp} x pp {d.pp} x dp {d.dp}, ep {d.ep}; batch {d.batch}; "
-                   f"{d.input_tokens} in / {d.output_tokens} out; engine {d.engine}"),
+                   f"{d.input_tokens} in / {d.output_tokens} out; engine {d.engine}"
+                   + (f" {d.engine_version}" if d.engine_version else "")),
         ("tokens/s per user", f"{p.tokens_per_s_per_user_estimate:.1f}  (80 % range {p.tokens_per_s_per_user_range[0]:.1f}"
                               f"-{p.tokens_per_s_per_user_range[1]:.1f})"),
         ("  cost model's own figure", f"{p.tokens_per_s_per_user:.1f}  (what the breakdown adds up to; bandwidth bound "

@@ -9,6 +9,7 @@ import numpy as np
 from tokensim.deploy.deployment import Deployment
 from tokensim.errors import TokensimError
 from tokensim.perf.constants import Constants
+from tokensim.perf.engines import release_traits
 from tokensim.specs.hardware.spec import FALLBACK, HardwareSpec, Link
 from tokensim.specs.model.spec import ModelSpec
 from tokensim.specs.precision import COMPUTE_BITS, get_precision
@@ -45,6 +46,7 @@ class Context:
     act_bytes_per_elem: float
     bytes_per_s: float    # achieved bandwidth of the tier holding weights and KV, streaming weights
     kv_bytes_per_s: float  # achieved bandwidth reading the paged KV cache in attention
+    kv_read_per_query_head: bool = False   # the engine release's decode kernel reads GQA's KV once per query head
 
     def link_for(self, group_chips: int) -> Link | None:
         """The link a collective over `group_chips` chips uses: scale-up while the group fits its domain."""
@@ -137,4 +139,5 @@ def make_context(model: ModelSpec, hw: HardwareSpec, dep: Deployment, k: Constan
         act_bytes_per_elem=get_precision(ACTIVATION).bytes_per_element,
         bytes_per_s=k.hbm_bandwidth_fraction * hw.weight_tier.bandwidth_bytes_per_s,
         kv_bytes_per_s=k.attention_bandwidth_fraction * hw.weight_tier.bandwidth_bytes_per_s,
+        kv_read_per_query_head=release_traits(dep.engine, dep.engine_version).get("gqa_kv_read_per_query_head", False),
     )

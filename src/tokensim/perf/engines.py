@@ -5,18 +5,28 @@ unknown one), the spellings that mean it, the releases it covers and, in its [co
 the empirical constants where they differ from constants.toml's [default.default]; `tokensim fit` writes the
 fitted values under [constants.default.<engine>] of the fitted table. A deployment or a measurement names its
 engine; anything else falls back to `default` (whose prediction ranges are wider).
+
+A profile's `releases` list says what changed between an engine's releases. An entry may carry traits that change
+the physics of a step, not a fitted constant: `gqa_kv_read_per_query_head = true` (the decode attention kernel
+reads a grouped-query model's KV once per query head, not once per KV head). A deployment that names its engine's
+version (`engine_version`) gets the traits of the first entry whose `versions` specifier holds it.
 """
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from tokensim.errors import TokensimError
 
 DEFAULT_ENGINE = "default"
+TRAITS = ("gqa_kv_read_per_query_head",)      # release traits the cost model reads (perf/context.py)
 
 
 @dataclass(frozen=True)
@@ -86,3 +96,46 @@ def find_engine(text: str) -> str | None:
         if alias and alias in key and (best is None or len(alias) > best[0]):
             best = (len(alias), name)
     return best[1] if best else None
+
+
+def engine_version(text: str) -> Version | None:
+    """A release number as an engine or its user writes it ('0.6.1', 'v0.8a', '1.2.0rc3'), else None."""
+    try:
+        return Version(text.strip())
+    except InvalidVersion:
+        return None
+
+
+def version_in_text(text: str, engine: str) -> str | None:
+    """The release number written right after one of `engine`'s names in free text ('TensorRT-LLM v0.6.1 (NVIDIA)'
+    -> '0.6.1'); it must have a dot, so 'vLLM V1' (the engine generation) is no release."""
+    profile = engine_profiles().get(engine)
+    if profile is None:
+        return None
+    for alias in sorted({profile.name, *profile.aliases}, key=len, reverse=True):
+        m = re.search(re.escape(alias) + r"\s*v?(\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc)\d*)?)\b", text, re.I)
+        if m:
+            return m.group(1)
+    return None
+
+
+def release_traits(engine: str, version: str | None) -> dict[str, bool]:
+    """The step-physics traits (TRAITS) of `engine` at `version`: those of the first `releases` entry whose
+    `versions` specifier holds it; {} when no version is given or no entry names one."""
+    v = engine_version(version) if version else None
+    profile = engine_profiles().get(engine)
+    if v is None or profile is None:
+        return {}
+    for entry in profile.releases:
+        if v in _specifier(profile.name, entry.get("versions", "")):
+            return {k: bool(entry[k]) for k in TRAITS if k in entry}
+    return {}
+
+
+@lru_cache(maxsize=64)
+def _specifier(engine: str, text: str) -> SpecifierSet:
+    try:
+        return SpecifierSet(text, prereleases=True)
+    except InvalidSpecifier:
+        raise TokensimError(f"{engine}.toml: releases.versions {text!r} is not a version specifier "
+                            "(expected e.g. '<0.8' or '>=0.17')") from None

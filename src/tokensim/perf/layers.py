@@ -228,6 +228,16 @@ def kv_shard(att: Attention, tp: int) -> int:
     return np.minimum(tp, att.n_kv_heads) if att.kind == "gqa" else 1
 
 
+def decode_kv_reads(ctx: Context, att: Attention) -> Num:
+    """How many times a decode step reads each cached KV entry: once, or, where the engine release's decode kernel
+    gives every query head its own pass over its KV head (trait gqa_kv_read_per_query_head: TensorRT-LLM before
+    XQA), once per query head that shares it on a chip: heads per chip / KV heads per chip."""
+    if not ctx.kv_read_per_query_head or att.kind != "gqa":
+        return 1.0
+    tp = ctx.dep.tp
+    return np.maximum(att.n_heads / tp * kv_shard(att, tp) / att.n_kv_heads, 1.0)
+
+
 def _share(part, total):
     if np.ndim(total) == 0 and np.ndim(part) == 0:
         return float(part / total) if total else 0.0
@@ -248,7 +258,7 @@ def attention_ops(ctx: Context, att: Attention, b: Batch) -> list[OpCost]:
     pair = att.score_flops_per_pair
     # decode: every sequence reads its cache once for its q query tokens
     read, cached = att.read_entries(b.decode_context), att.cached_entries(b.decode_context)
-    nbytes = b.decode_seqs * (read * entry + cached * index_entry)
+    nbytes = b.decode_seqs * (read * entry * decode_kv_reads(ctx, att) + cached * index_entry)
     flops_decode = b.decode_tokens * (pair * read + att.indexer_flops_per_pair * cached) / tp
     # prefill: new tokens write their KV; a chunk after earlier chunks (or a prefix hit) reads what they cached
     pos = b.position

@@ -273,6 +273,7 @@ def predict(
     overlap_comm: bool = False,
     constants: ConstantsTable | None = None,
     p2p: bool | None = None,
+    engine_version: str | None = None,
 ) -> Prediction:
     """Predict decode speed, TTFT, throughput and memory. Names come from the catalogs (`tokensim models`,
     `tokensim hardware`) or are paths to a config.json / hardware TOML. With no chips, tp or pp given,
@@ -281,8 +282,8 @@ def predict(
     m, hw = load_model(model), with_peer_to_peer(load_hardware(hardware), p2p, "p2p")
     fields = dict(ep=ep, dp=dp, attn_dp=attn_dp, redundant_experts=redundant_experts, stage_layers=stage_layers,
                   weights=weights, expert_weights=expert_weights, compute=compute, kv=kv, batch=batch,
-                  input_tokens=input_tokens, output_tokens=output_tokens, engine=engine, spec=spec,
-                  micro_batches=micro_batches, overlap_comm=overlap_comm)
+                  input_tokens=input_tokens, output_tokens=output_tokens, engine=engine, engine_version=engine_version,
+                  spec=spec, micro_batches=micro_batches, overlap_comm=overlap_comm)
     dep, how = resolve_layout(m, hw, fields, chips=chips, tp=tp, pp=pp)
     notes = [f"layout: {how}"] if how else []
     return predict_deployment(m, hw, dep, tuple(notes), constants=constants)

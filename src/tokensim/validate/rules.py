@@ -16,10 +16,10 @@ from pathlib import Path
 
 from tokensim.deploy.deployment import Deployment, SpecDecode
 from tokensim.errors import TokensimError
-from tokensim.perf.engines import find_engine
+from tokensim.perf.engines import find_engine, release_traits, version_in_text
 from tokensim.specs.hardware import catalog as hw_catalog
 from tokensim.specs.model import catalog as model_catalog
-from tokensim.specs.model.spec import ModelSpec, MoE
+from tokensim.specs.model.spec import Attention, ModelSpec, MoE
 from tokensim.specs.precision import get_precision
 from tokensim.validate.names import ModelMatch, match_hardware, match_model
 from tokensim.validate.parse import Skip, kv_cell, layout, per_chip_batch, spec_cell, unstated, weights_cell
@@ -257,6 +257,12 @@ def build_case(row: Row) -> Case:
     notes: list[str] = [*row.readings, found.note, hw_found.note]
     engine = engine_class(row.provider_or_engine + " " + row.weight_precision)
     notes.append(f"engine class: {engine} (from {row.provider_or_engine!r})")
+    version = version_in_text(row.provider_or_engine, engine)
+    grouped = any(isinstance(m := layer.mixer, Attention) and m.kind == "gqa" and m.n_heads > m.n_kv_heads
+                  for layer in model.layer_kinds[0])
+    if grouped and release_traits(engine, version).get("gqa_kv_read_per_query_head"):
+        notes.append(f"engine release: {engine} {version} decodes grouped-query attention one query head at a time, "
+                     "reading the KV cache once per query head (data/engines releases) (rule)")
     weights, experts, line = weight_rule(row, found, model, hw)
     notes.append(line)
     kv, line = kv_rule(row, weights or experts)
@@ -265,7 +271,7 @@ def build_case(row: Row) -> Case:
     notes.append(line)
     inp, out = lengths_rule(row, name, notes)
     base = Deployment(weights=weights, expert_weights=experts, kv=kv, input_tokens=inp, output_tokens=out,
-                      engine=engine, spec=spec)
+                      engine=engine, engine_version=version, spec=spec)
     target = target_interactivity(row.notes) if row.metric.startswith("throughput") else None
     text = f"{row.provider_or_engine} {row.notes}"
     mode = mode_rule(row, notes)

@@ -134,3 +134,17 @@ def test_a_scenario_names_the_release_in_its_deployment(tmp_path):
     p_old, p_new = run_scenario(load_scenario(old)), run_scenario(load_scenario(new))
     assert p_old.deployment.engine_version == "0.6.1"
     assert p_old.tokens_per_s_per_user < p_new.tokens_per_s_per_user
+
+
+def test_simulate_takes_the_release():
+    """The serving simulator prices every step with the release's kernels: at 64 clients of 2,048 / 512 tokens the
+    old TensorRT-LLM's time per output token is longer (its decode reads Llama-2-70B's KV 8 times), and a bad
+    release is one line and exit 2."""
+    args = ["simulate", "-m", "llama-2-70b", "-H", "h100-sxm", "--tp", "2", "--kv", "fp8", "--weights", "fp8",
+            "--engine", "trtllm", "--concurrency", "64", "--input-tokens", "2048", "--output-tokens", "512",
+            "--requests", "128", "--json"]
+    old = json.loads(CliRunner().invoke(app, [*args, "--engine-version", "0.6.1"]).output)
+    new = json.loads(CliRunner().invoke(app, args).output)
+    assert old["tpot_s"]["mean"] > 1.3 * new["tpot_s"]["mean"]
+    r = CliRunner().invoke(app, ["simulate", "--engine-version", "nope", "--concurrency", "2"])
+    assert r.exit_code == 2 and "engine_version = 'nope'" in r.output

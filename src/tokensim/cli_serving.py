@@ -36,7 +36,7 @@ def _rates(text: str | None) -> list[float]:
 
 def _engine_from_args(scenario: str | None, model: str, hardware: str, tp: int | None, pp: int | None, chips: int | None,
                       ep: int, attn_dp: int, weights: str | None, kv: str, engine: str, trace_folder=None,
-                      p2p: bool | None = None):
+                      p2p: bool | None = None, engine_version: str | None = None):
     """An EngineSpec from a scenario, a trace folder's meta.json, or predict-style flags; `p2p` switches GPU
     peer-to-peer on or off on the chip's PCIe links (None: as its hardware file, or the scenario, states)."""
     from tokensim.prediction.predictor import predict
@@ -55,7 +55,7 @@ def _engine_from_args(scenario: str | None, model: str, hardware: str, tp: int |
         return spec, model
     hw = with_peer_to_peer(load_hardware(hardware), p2p)
     p = predict(model, hw, chips=chips, tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, weights=weights, kv=kv,
-                engine=engine)            # the layout resolver and fit check of predict
+                engine=engine, engine_version=engine_version)      # the layout resolver and fit check of predict
     return engine_for(load_model(model), hw, p.deployment), model
 
 
@@ -117,6 +117,8 @@ def register(app: typer.Typer, out, note) -> None:
         weights: str | None = typer.Option(None, help="stored weight precision"),
         kv: str = typer.Option("bf16", help="KV-cache precision"),
         engine: str = typer.Option("vllm", help="serving engine whose scheduler is simulated: vllm, sglang, trtllm"),
+        engine_version: str | None = typer.Option(None, "--engine-version",
+                                                  help="the engine's release, e.g. 0.6.1: its kernels' traits and memory rules"),
         p2p: bool | None = typer.Option(None, "--p2p/--no-p2p", help=P2P_HELP),
         replicas: int = typer.Option(1, min=1, help="replicas behind a least-outstanding-requests router"),
         rate: str | None = typer.Option(None, "--rate", help="requests/s (Poisson); a comma-separated list sweeps them"),
@@ -181,7 +183,7 @@ def register(app: typer.Typer, out, note) -> None:
             load_dataset(dataset)           # a bad file is one line here, not in a worker
             data = Path(dataset)
         spec, name = _engine_from_args(scenario, model, hardware, tp, pp, chips, ep, attn_dp, weights, kv, engine, folder,
-                                       p2p)
+                                       p2p, engine_version)
         if data is None and trace_file is None and spec.max_model_len is not None \
                 and input_tokens + output_tokens > spec.max_model_len:
             # every request of a fixed-length load would be refused: say so instead of simulating nothing

@@ -39,10 +39,10 @@ def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, dep: Deployment, cons
     """Tokens of KV one replica holds beside its weights: the pool the engine sizes (prediction.kv_pool: vLLM,
     SGLang and TensorRT-LLM by their own rules on the memory the driver reports, other engines the usable share of
     the datasheet capacity) over KV bytes per token, in the fullest stage, times the attention-DP ranks (each holds
-    its own sequences). `engine_version` picks SGLang's reserve rule; `cuda_graph_batch` is the largest CUDA-graph
-    batch the engine captures, where the launch states it (SGLang reserves memory for it); `memory_fraction` the
-    engine's memory fraction as launched (--gpu-memory-utilization, --mem-fraction-static, free_gpu_memory_fraction),
-    where stated."""
+    its own sequences). `engine_version` (default: the deployment's) picks SGLang's reserve rule; `cuda_graph_batch`
+    is the largest CUDA-graph batch the engine captures, where the launch states it (SGLang reserves memory for it);
+    `memory_fraction` the engine's memory fraction as launched (--gpu-memory-utilization, --mem-fraction-static,
+    free_gpu_memory_fraction), where stated."""
     ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine, constants))
     capacity = ctx.k.usable_memory_fraction * hw.capacity_bytes
     tokens = math.inf
@@ -51,7 +51,8 @@ def kv_capacity_tokens(model: ModelSpec, hw: HardwareSpec, dep: Deployment, cons
             raise TokensimError(f"{model.name} does not fit {dep.chips} x {hw.name} as laid out (tp {dep.tp}, pp {dep.pp}): "
                                 f"{weights / 1e9:.1f} GB of weights per chip against {capacity / 1e9:.1f} GB usable")
         pool = kv_pool_bytes(dep.engine, hw, weights, usable_fraction=ctx.k.usable_memory_fraction,
-                             version=engine_version, gpus=dep.tp * dep.attn_dp * dep.pp, attn_dp=dep.attn_dp,
+                             version=engine_version or dep.engine_version, gpus=dep.tp * dep.attn_dp * dep.pp,
+                             attn_dp=dep.attn_dp,
                              draft=dep.spec is not None, cuda_graph_batch=cuda_graph_batch, fraction=memory_fraction)
         if pool <= 0:
             raise TokensimError(f"{model.name} on {dep.chips} x {hw.name} (tp {dep.tp}, pp {dep.pp}): {dep.engine} "

@@ -60,6 +60,28 @@ def kernels_note() -> str:
     return text
 
 
+def tail_lines(results, p90: float | None) -> list[str]:
+    """The rows beyond the out-of-sample 90th percentile: what the p90 is made of (the fit's stored residuals)."""
+    from tokensim.validate.uncertainty import shipped_residuals
+
+    if p90 is None:
+        return []
+    oos = {r.id: float(np.expm1(r.log_ratio_out_of_sample)) for r in shipped_residuals()
+           if r.log_ratio_out_of_sample is not None}
+    tail = sorted((r for r in results if r.error is not None and abs(oos.get(r.row.id, 0.0)) > p90),
+                  key=lambda r: -abs(oos[r.row.id]))
+    if not tail:
+        return []
+    lines = ["", f"The {len(tail)} rows beyond the out-of-sample 90th percentile ({p90:.0%}), signed (positive: "
+             "predicted too fast):", "", "| row | source's engine | model | hardware | metric | in sample | out of sample |",
+             "|---|---|---|---|---|---|---|"]
+    for r in tail:
+        row = r.row
+        lines.append(f"| {row.id} | {row.provider_or_engine[:40]} | {row.model[:32]} | {row.hardware[:24]} | {row.metric} "
+                     f"| {r.error:+.0%} | {oos[row.id]:+.0%} |")
+    return lines
+
+
 def breakdown_lines(sim: dict) -> list[str]:
     """The by-load and by-model tables of `validate --serving`'s silicon_simulated block (breakdown.py's groups)."""
     lines: list[str] = []
@@ -91,6 +113,7 @@ def section(sample: int = 0) -> str:
                      f"{fit['loso_p90_abs_error']:.1%} |")
     for g in fit.get("loso_by_family_metric", []):
         lines.append(f"| out of sample: {g['group']} | {g['rows']} | {g['median_abs_error']:.1%} | {g['p90_abs_error']:.1%} |")
+    lines += tail_lines(results, fit.get("loso_p90_abs_error"))
     lines += ["", f"Median signed error {s.median_signed_error:+.1%} (positive: too fast). Calibrated ranges: "
               f"{s.coverage_80:.1%} of the modelled rows fall inside the 80 % range built without their own source group "
               "(`coverage_80`). Skipped rows and the reason for each: `tokensim validate`.", "",

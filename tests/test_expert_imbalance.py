@@ -85,3 +85,26 @@ def test_config_group_routing_is_read_where_it_limits_the_choice():
 
     assert moe_of("deepseek-v3").routing_groups == 8 and moe_of("kimi-k2.6").routing_groups == 1
     assert routing_groups(Fields({"n_group": 8, "topk_group": 8}), 256) == 1
+
+
+def test_moe_layers_route_the_replicas_sequences_not_a_ranks_share_times_the_ranks():
+    """DeepSeek-V3 on 8 H200s with attention DP 8 and EP 8 at batch 3: three ranks hold one sequence each, five
+    hold none. The busiest rank's attention sees 1 sequence (seqs_per_rank rounds 3 / 8 up), but the MoE layers
+    route 3 tokens, not 1 x 8 = 8: the decode step equals a hand-built step with moe_tokens = 3."""
+    import tokensim
+    from tokensim.deploy.deployment import Deployment
+    from tokensim.perf.constants import for_hardware
+    from tokensim.perf.context import make_context
+    from tokensim.perf.layers import Batch
+    from tokensim.perf.step import step_cost
+    from tokensim.prediction.predictor import decode_context, decode_step
+
+    m, hw = tokensim.load_model("deepseek-v3"), tokensim.load_hardware("h200")
+    dep = Deployment(tp=1, attn_dp=8, ep=8, batch=3, weights="fp8", input_tokens=1024, output_tokens=256)
+    assert (dep.seqs_per_rank, dep.seqs_per_replica) == (1, 3)
+    ctx = make_context(m, hw, dep, for_hardware(hw))
+    got = decode_step(ctx, None).cost.latency_s
+    three = step_cost(ctx, Batch.decode(1.0, decode_context(dep), 1.0, moe_tokens=3.0)).latency_s
+    eight = step_cost(ctx, Batch.decode(1.0, decode_context(dep), 1.0, moe_tokens=8.0)).latency_s
+    assert got == pytest.approx(three, rel=1e-12)
+    assert eight > three

@@ -122,6 +122,12 @@ class Deployment:
         """Sequences held by the busiest attention rank."""
         return -(-self.batch // (self.dp * self.attn_dp))
 
+    @property
+    def seqs_per_replica(self) -> int:
+        """Sequences held by the busiest replica: the tokens its MoE layers route each decode step (its attention
+        ranks together; seqs_per_rank x attn_dp would count a rank's rounding up once per rank)."""
+        return -(-self.batch // self.dp)
+
     def stages(self, n_layers: int) -> tuple[int, ...]:
         """Layers per stage; an even split puts the remainder on the first stages."""
         if self.stage_layers is not None:

@@ -60,6 +60,10 @@ class VecDeployment:
     def seqs_per_rank(self):
         return -(-self.batch // (self.dp * self.attn_dp))
 
+    @property
+    def seqs_per_replica(self):
+        return -(-self.batch // self.dp)
+
     def stages(self, n_layers: int) -> tuple[int, ...]:
         return Deployment(pp=self.pp, stage_layers=self.stage_layers).stages(n_layers)
 

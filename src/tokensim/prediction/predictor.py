@@ -131,21 +131,24 @@ def decode_step(ctx: Context, spec: SpecDecode | None, spec_on=True) -> DecodeSt
     k = spec.draft_tokens if spec else 0
     q = 1.0 + k * spec_on
     mb_seqs = seqs / micro
-    cost = step_cost(ctx, Batch.decode(mb_seqs, decode_context(dep), q, moe_tokens=mb_seqs * dep.attn_dp * q))
+    # the MoE layers route the replica's sequences (not a rank's rounded-up share times the ranks)
+    cost = step_cost(ctx, Batch.decode(mb_seqs, decode_context(dep), q, moe_tokens=dep.seqs_per_replica / micro * q))
     cycle = np.maximum(cost.latency_s, micro * _stage_max(cost.stage_s, seqs) + cost.host_s)
     tokens_per_step = np.where(spec_on, spec.expected_tokens_per_step, 1.0) if spec else 1.0
     if spec is not None and np.any(spec_on):
-        cycle = cycle + spec_on * k * draft_step_s(ctx, spec, seqs)
+        cycle = cycle + spec_on * k * draft_step_s(ctx, spec, seqs, moe_tokens=dep.seqs_per_replica)
     if np.ndim(cycle) == 0:
         cycle, tokens_per_step = float(cycle), float(tokens_per_step)
     return DecodeStep(cost, cycle, tokens_per_step, micro)
 
 
-def draft_step_s(ctx: Context, spec: SpecDecode, seqs, context=None):
+def draft_step_s(ctx: Context, spec: SpecDecode, seqs, context=None, moe_tokens=None):
     """Time of one draft token for `seqs` sequences (per attention rank) of `context` tokens each (default: the
-    deployment's mean over a generation): an MTP/EAGLE head (one layer + LM head) or a draft model's step."""
+    deployment's mean over a generation): an MTP/EAGLE head (one layer + LM head) or a draft model's step.
+    `moe_tokens`: the tokens the replica's MoE layers route (default seqs x attention ranks)."""
     dep, model = ctx.dep, ctx.model
-    b = Batch.decode(seqs, decode_context(dep) if context is None else context, 1.0, moe_tokens=seqs * dep.attn_dp)
+    b = Batch.decode(seqs, decode_context(dep) if context is None else context, 1.0,
+                     moe_tokens=seqs * dep.attn_dp if moe_tokens is None else moe_tokens)
     if spec.method == "draft" and spec.draft_model:
         draft = load_model(spec.draft_model)
         ddep = replace(dep, pp=1, stage_layers=None, ep=1, spec=None, weights=None, expert_weights=None)
@@ -171,7 +174,7 @@ def batch_prefill_step(ctx: Context) -> StepCost:
     dep = ctx.dep
     seqs = dep.seqs_per_rank
     return step_cost(ctx, Batch.prefill(seqs * 1.0, float(dep.input_tokens), position=dep.input_tokens / 2.0,
-                                        moe_tokens=seqs * dep.attn_dp * float(dep.input_tokens)))
+                                        moe_tokens=dep.seqs_per_replica * float(dep.input_tokens)))
 
 
 def peak_bounds(hw: HardwareSpec, ctx: Context, cost: StepCost, micro) -> tuple[float, float]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokensim.errors import bad_value, require
-from tokensim.perf.engines import canonical_engine, engine_profiles, engine_version
+from tokensim.perf.engines import canonical_engine, engine_profiles, parse_release
 from tokensim.specs.precision import COMPUTE_ORDER, get_precision
 
 # Bounds on what a library caller may ask for (files are bounded by tokensim.inputs): far beyond any real deployment,
@@ -86,7 +86,7 @@ class Deployment:
         require(engine is not None, "engine", self.engine, f"one of {', '.join(sorted(engine_profiles()))} (tokensim engines)")
         object.__setattr__(self, "engine", engine)       # one spelling per engine ("vLLM", "vllm-openai" -> "vllm")
         require(self.engine_version is None or isinstance(self.engine_version, str)
-                and engine_version(self.engine_version) is not None, "engine_version", self.engine_version,
+                and parse_release(self.engine_version) is not None, "engine_version", self.engine_version,
                 "a release number such as 0.6.1 or 1.2.0rc3")
         for name in ("weights", "expert_weights"):
             if getattr(self, name) is not None:

@@ -98,7 +98,7 @@ def find_engine(text: str) -> str | None:
     return best[1] if best else None
 
 
-def engine_version(text: str) -> Version | None:
+def parse_release(text: str) -> Version | None:
     """A release number as an engine or its user writes it ('0.6.1', 'v0.8a', '1.2.0rc3'), else None."""
     try:
         return Version(text.strip())
@@ -122,7 +122,7 @@ def version_in_text(text: str, engine: str) -> str | None:
 def release_traits(engine: str, version: str | None) -> dict[str, bool]:
     """The step-physics traits (TRAITS) of `engine` at `version`: those of the first `releases` entry whose
     `versions` specifier holds it; {} when no version is given or no entry names one."""
-    v = engine_version(version) if version else None
+    v = parse_release(version) if version else None
     profile = engine_profiles().get(engine)
     if v is None or profile is None:
         return {}

@@ -258,9 +258,9 @@ def build_case(row: Row) -> Case:
     engine = engine_class(row.provider_or_engine + " " + row.weight_precision)
     notes.append(f"engine class: {engine} (from {row.provider_or_engine!r})")
     version = version_in_text(row.provider_or_engine, engine)
-    grouped = any(isinstance(m := layer.mixer, Attention) and m.kind == "gqa" and m.n_heads > m.n_kv_heads
-                  for layer in model.layer_kinds[0])
-    if grouped and release_traits(engine, version).get("gqa_kv_read_per_query_head"):
+    if release_traits(engine, version).get("gqa_kv_read_per_query_head") and any(
+            isinstance(m := layer.mixer, Attention) and m.kind == "gqa" and m.n_heads > m.n_kv_heads
+            for layer in model.layer_kinds[0]):
         notes.append(f"engine release: {engine} {version} decodes grouped-query attention one query head at a time, "
                      "reading the KV cache once per query head (data/engines releases) (rule)")
     weights, experts, line = weight_rule(row, found, model, hw)

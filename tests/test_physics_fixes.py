@@ -111,8 +111,9 @@ def test_a_dsa_indexer_launches_its_kernels_before_the_sparse_core(model, kernel
 def test_a_pcie_link_carries_collectives_at_the_pcie_share_of_its_line_rate():
     """Qwen3-32B at TP 2 on two RTX PRO 6000 (PCIe 5.0, 64 GB/s per direction, medium "pcie-host" in its file: no
     GPU peer-to-peer), a prefill chunk of 2,048 tokens: ring traffic 2 x 1/2 x 2,048 x 5,120 x 2 B = 20,971,520 B
-    per chip, time = collective latency + 20,971,520 / (host-staged share x 64e9); with the shipped share 0.25 that
-    is the latency + 1.311 ms. The same file with medium "pcie" (P2P) is priced at the P2P share, and with the medium
+    per chip, time = small-message time + 20,971,520 / (host-staged share x 64e9); with the shipped share 0.25 that
+    is 1.311 ms beyond it. The small-message time is the measured all-reduce's, never less than the link's own
+    latency (14 us here, above the NVLink-measured collective latency). The same file with medium "pcie" (P2P) is priced at the P2P share, and with the medium
     unstated at the NVLink-class share: the times differ by exactly the shares' ratios beyond the latency."""
     from dataclasses import replace
 
@@ -122,20 +123,53 @@ def test_a_pcie_link_carries_collectives_at_the_pcie_share_of_its_line_rate():
     assert k.pcie_host_link_bandwidth_fraction < k.pcie_link_bandwidth_fraction < k.link_bandwidth_fraction
     op = allreduce_op(make_context(m, hw, Deployment(tp=2), k), 2048.0)
     assert op.comm_bytes == pytest.approx(20_971_520)
+    small = max(k.collective_latency_s, hw.link("scale_up").latency_s)
     assert op.t_comm_s == pytest.approx(
-        k.collective_latency_s + 20_971_520 / (k.pcie_host_link_bandwidth_fraction * 64e9), rel=1e-12)
+        small + 20_971_520 / (k.pcie_host_link_bandwidth_fraction * 64e9), rel=1e-12)
     assert k.pcie_host_link_bandwidth_fraction == 0.25                   # the hand figure above
-    assert op.t_comm_s - k.collective_latency_s == pytest.approx(1.31072e-3, rel=1e-9)
+    assert op.t_comm_s - small == pytest.approx(1.31072e-3, rel=1e-9)
 
     def with_medium(medium):
         other = replace(hw, links=tuple(replace(link, medium=medium) for link in hw.links))
-        return allreduce_op(make_context(m, other, Deployment(tp=2), k), 2048.0).t_comm_s - k.collective_latency_s
+        return allreduce_op(make_context(m, other, Deployment(tp=2), k), 2048.0).t_comm_s - small
 
-    beyond = op.t_comm_s - k.collective_latency_s
+    beyond = op.t_comm_s - small
     assert beyond / with_medium("pcie") == pytest.approx(
         k.pcie_link_bandwidth_fraction / k.pcie_host_link_bandwidth_fraction, rel=1e-12)
     assert beyond / with_medium("") == pytest.approx(
         k.link_bandwidth_fraction / k.pcie_host_link_bandwidth_fraction, rel=1e-12)
+
+
+@pytest.mark.parametrize("chip, link_latency_s", [("h100-sxm", 3e-6), ("rtx-pro-6000", 14e-6)])
+def test_a_measured_collective_latency_is_floored_at_the_links_own_latency(chip, link_latency_s):
+    """The small-message times of an all-reduce (collective_latency_s) and of an expert-parallel dispatch
+    (all_to_all_latency_s) are measured end to end on NVLink boxes, link latency included, so over NVLink (3 us in
+    the H100 file) they stand as measured; over a slower link they cannot be shorter than that link's own latency:
+    the RTX PRO 6000 file's PCIe without peer-to-peer takes 14 us (its source: P2P-disabled GPU-to-GPU latency on
+    these cards). Qwen3-30B-A3B at attention DP 2 x EP 2 (the shipped vLLM trace's layout), two decodes on each
+    rank: the replica's 4 tokens enter the experts, 2 per chip, and each dispatch moves 2 tokens x 2,048 x 2 B x the
+    expected remote ranks per token, taking the floored latency plus those bytes at the link's share of its line
+    rate."""
+    from tokensim.perf.context import MEDIUM_SHARE
+    from tokensim.perf.layers import remote_ranks_per_token
+
+    m, hw = tokensim.load_model("qwen3-30b-a3b"), tokensim.load_hardware(chip)
+    link = hw.link("scale_up")
+    assert link.latency_s == link_latency_s
+    k = for_hardware(hw, "vllm")
+    dep = Deployment(tp=1, attn_dp=2, ep=2, engine="vllm")
+    ctx = make_context(m, hw, dep, k)
+    moe = next(layer.ffn for layer in m.layers if isinstance(layer.ffn, MoE))
+    ops = {o.name: o for o in moe_ops(ctx, moe, Batch.decode(2, 500))}
+    tokens_per_chip = 2 * 2 / 2                                 # the replica's 4 tokens over its 2 chips
+    nbytes = tokens_per_chip * 2048 * 2 * remote_ranks_per_token(moe.n_experts, moe.top_k, 2)
+    share = getattr(k, MEDIUM_SHARE.get(link.medium, "link_bandwidth_fraction"))
+    small = max(k.all_to_all_latency_s, link_latency_s)
+    assert ops["ep.dispatch"].t_comm_s == pytest.approx(small + nbytes / (share * link.bandwidth_bytes_per_s), rel=1e-9)
+    if chip == "h100-sxm":
+        assert small == k.all_to_all_latency_s                  # NVLink: the measured time, unchanged
+    else:
+        assert small == 14e-6 > k.all_to_all_latency_s          # PCIe via host memory: the link's latency
 
 
 def test_a_link_medium_outside_the_known_ones_is_refused_with_its_field():

@@ -57,7 +57,10 @@ class Context:
 
     def link_time(self, nbytes, group_chips, latency_s: float, peer=False, link_latency: bool = True) -> tuple:
         """Time of one collective over `group_chips` chips; for arrays, each element picks its own link.
-        `peer` (bool or mask): a point-to-point transfer, which a mesh link serves at its one-peer bandwidth."""
+        `peer` (bool or mask): a point-to-point transfer, which a mesh link serves at its one-peer bandwidth.
+        `link_latency` False: `latency_s` is a small-message time measured end to end (NCCL, DeepEP on NVLink), which
+        already holds the link's latency; it is then a floor of the link's own latency, never less: the same call over
+        a slower link (PCIe staged through host memory, 14 us) cannot finish in NVLink's 5-11 us."""
         def over(link: Link | None):
             if link is None:
                 raise TokensimError(f"hardware {self.hw.name}: no link for a collective over {group_chips} chips")
@@ -65,9 +68,9 @@ class Context:
             if link.peer_bandwidth_bytes_per_s is not None and np.any(peer):
                 bw = np.where(peer, link.peer_bandwidth_bytes_per_s, bw)
                 bw = float(bw) if np.ndim(bw) == 0 else bw
-            own = link.latency_s if link_latency else 0.0
+            start = latency_s + link.latency_s if link_latency else max(latency_s, link.latency_s)
             share = getattr(self.k, MEDIUM_SHARE.get(link.medium, "link_bandwidth_fraction"))
-            return latency_s + own + nbytes / (share * bw)
+            return start + nbytes / (share * bw)
 
         if self.hw.link("scale_up") is None and self.hw.link("scale_out") is None:
             raise TokensimError(

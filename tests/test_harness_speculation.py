@@ -15,8 +15,8 @@ from tokensim.perf.timer import CostModelTimer
 from tokensim.prediction.predictor import draft_step_s, predict_deployment
 from tokensim.sim.timer import StepBatch
 from tokensim.validate.harness import harness_limits, harness_speculation
-from tokensim.validate.rules import speculative_defaults
 from tokensim.validate.load import shipped_silicon_cases
+from tokensim.validate.rules import speculative_defaults
 
 MTP_IMAGE = "nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3"
 PLAIN_IMAGE = "nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post2"
@@ -43,14 +43,32 @@ def test_the_mtp_scripts_token_budget_by_hand():
     assert harness_limits(PLAIN_IMAGE, "trtllm", 1, 4, 1024) is None
 
 
-def test_exactly_the_shipped_runs_in_the_mtp_image_carry_drafts():
+def test_exactly_the_shipped_mtp_runs_carry_drafts():
+    """The MTP image's 88 runs, and the 73 runs of the shared image 1.1.0rc2.post2 measured on 2026-01-14, the day
+    InferenceX's perf changelog ran only its new -mtp configurations (bf3456727); that image's runs of other days
+    (2025-12-15, before any MTP configuration; 2026-01-28, a sweep of both kinds) stay without drafts."""
     cases = shipped_silicon_cases()
     mtp = [c for c in cases if c.deployment.spec is not None]
     in_image = [c for c in cases if c.run.image and c.run.image.endswith("release:1.2.0rc6.post3")]
-    assert len(mtp) == 88 and {c.run.id for c in mtp} == {c.run.id for c in in_image}    # README says 88
-    assert all(c.run.model == "deepseek-r1" and c.run.system == "b200" for c in mtp)
+    shared = [c for c in cases if c.run.image and c.run.image.replace("#", "/").endswith("release:1.1.0rc2.post2")]
+    that_day = [c for c in shared if c.run.measured == "2026-01-14"]
+    assert (len(in_image), len(that_day)) == (88, 73)
+    assert {c.run.id for c in mtp} == {c.run.id for c in in_image + that_day}
+    assert {c.run.measured for c in shared} - {"2026-01-14"} == {"2025-12-15", "2026-01-28"}
+    assert all(c.run.model == "deepseek-r1" for c in mtp) and {c.run.system for c in that_day} == {"b200", "h200"}
     assert all(c.deployment.spec.draft_tokens == (1 if c.deployment.attn_dp > 1 else 3) for c in mtp)
     assert all(any("speculative decoding" in a for a in c.assumptions) for c in mtp)
+
+
+def test_the_first_mtp_scripts_batch_under_attention_dp_is_the_clients_over_the_ranks():
+    """bf3456727's scripts: MAX_BATCH_SIZE = CONC / TP under attention DP (TP 8 ranks: 256 clients -> 32 per rank),
+    MTP 1, MAX_NUM_TOKENS = ((1 + 1) x 32 + 1,024 + 64 + 63) // 64 x 64 = 1,152; the later image's scripts divide
+    by 4 (256 -> 64; ((1 + 1) x 64 + 1,024 + 127) // 64 x 64 = 1,216). A plain run of the shared image gets none."""
+    shared = "nvcr.io#nvidia/tensorrt-llm/release:1.1.0rc2.post2"
+    assert harness_limits(shared, "trtllm", 8, 256, 1024, "2026-01-14") == (32, 1152)
+    assert harness_limits(MTP_IMAGE, "trtllm", 8, 256, 1024) == (64, 1216)
+    assert harness_limits(shared, "trtllm", 8, 256, 1024, "2025-12-15") is None
+    assert harness_speculation(shared, "trtllm", 1, "2026-01-28") is None
 
 
 def test_a_verify_step_in_the_simulator_adds_its_draft_passes():

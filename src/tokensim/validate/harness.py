@@ -12,8 +12,19 @@ commit) set `speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 
 attention data parallelism. A run in that image is therefore a DeepSeek-R1 run with MTP drafts, though its row
 states no speculative decoding.
 
-Left as stated (no drafts): `...:1.1.0rc2.post2`, which both the MTP and the plain configurations ran (83 runs on
-B200 and H200, whose TPOT the simulator overstates by a median 38-46 %), and which the row cannot tell apart.
+`...:1.1.0rc2.post2` ran both the MTP and the plain configurations, and its rows tell them apart by the day they
+were measured. InferenceX runs a configuration when a commit's perf-changelog.yaml entry names it (since 9c0fcc9af,
+2025-12-15: "performance changelog triggered runs (as opposed to nightly)"), and its exports date each run at the
+triggering commit. The MTP configurations arrived in bf3456727 (PR #392, committed 2026-01-14 22:26:18 UTC), whose
+entry names only `dsr1-fp4-b200-trt-mtp`, `dsr1-fp8-b200-trt-mtp` and `dsr1-fp8-h200-trt-mtp`; the only other
+commits of that UTC day are AMD's (cc35702b3 and 2be3de60f, ATOM on MI355X) and a [skip-sweep] revert. The 73
+runs in that image measured on 2026-01-14 (20 of them stamped 22:26:21Z, three seconds after the commit) are MTP
+runs: H200 1k/1k runs at 128 and 256 clients exist only in the MTP configuration (the plain one stops at 64), and
+at 4 clients they take 8.6 ms a token where the plain configuration measured 13.8 ms on 2025-12-15 (db-dump
+config 181). Their launch scripts (benchmarks/dsr1_fp8_h200_trt_mtp_slurm.sh and the B200 twins at bf3456727) set
+MTP = 3, or 1 under attention DP, and MAX_BATCH_SIZE = CONC / TP under attention DP (the later scripts, CONC / 4).
+Left as stated (no drafts): the runs of that image measured on other days (2025-12-15, before any MTP
+configuration existed; 2026-01-28, e28c038f8's full sweep of both kinds, which the row cannot tell apart).
 
 The acceptance of each draft is not published for these runs (random-token prompts in the chat template,
 utils/bench_serving/benchmark_serving.py). They get the shipped MTP default, constants.toml [speculative]
@@ -53,46 +64,73 @@ AICONFIGURATOR = "aiconfigurator"
 # functions below are what to switch on with it.
 SIMULATE_INFERENCEX_CLIENT = False
 
-MTP_IMAGES = ("tensorrt-llm/release:1.2.0rc6.post3",)
+@dataclass(frozen=True)
+class MtpRuns:
+    """InferenceX TensorRT-LLM runs that ran MTP drafts: those in `image`, measured on `measured` (a UTC day; None:
+    any day). `batch_divisor`: the scripts' MAX_BATCH_SIZE = CONC / divisor under attention DP (None: the attention
+    ranks, their CONC / TP)."""
+    image: str
+    measured: str | None
+    batch_divisor: int | None
+    why: str
+
+
+MTP_RUNS = (
+    MtpRuns("tensorrt-llm/release:1.2.0rc6.post3", None, 4,
+            "image ran only InferenceX's MTP configurations (nvidia-master.yaml at 66d6a351abec)"),
+    MtpRuns("tensorrt-llm/release:1.1.0rc2.post2", "2026-01-14", None,
+            "measured on the day InferenceX's perf changelog ran only the new -mtp configurations of this image "
+            "(bf3456727, PR #392)"),
+)
 MTP_DRAFTS = 3                       # num_nextn_predict_layers in the InferenceX MTP scripts ...
 MTP_DRAFTS_ATTENTION_DP = 1          # ... and under attention data parallelism
 
 
-def mtp_drafts(image: str | None, engine: str, attn_dp: int) -> int | None:
-    """Draft tokens per step of a run in an InferenceX MTP image (the scripts' num_nextn_predict_layers); None for
-    any other run."""
+def mtp_runs(image: str | None, engine: str, measured: str | None = None) -> MtpRuns | None:
+    """The MTP_RUNS entry a TensorRT-LLM run of `image` measured on day `measured` (YYYY-MM-DD) belongs to, if any."""
     if not image or engine != "trtllm":
         return None
     normalized = image.replace("#", "/")
-    if not any(normalized.endswith(tag) for tag in MTP_IMAGES):
+    return next((e for e in MTP_RUNS if normalized.endswith(e.image) and e.measured in (None, measured)), None)
+
+
+def mtp_drafts(image: str | None, engine: str, attn_dp: int, measured: str | None = None) -> int | None:
+    """Draft tokens per step of an InferenceX MTP run (the scripts' num_nextn_predict_layers); None for any other
+    run."""
+    if mtp_runs(image, engine, measured) is None:
         return None
     return MTP_DRAFTS_ATTENTION_DP if attn_dp > 1 else MTP_DRAFTS
 
 
-def harness_speculation(image: str | None, engine: str, attn_dp: int) -> tuple[SpecDecode, str] | None:
-    """The speculative decoding a run's image implies, with the assumption it records (None: none implied)."""
-    drafts = mtp_drafts(image, engine, attn_dp)
-    if drafts is None:
+def harness_speculation(image: str | None, engine: str, attn_dp: int,
+                        measured: str | None = None) -> tuple[SpecDecode, str] | None:
+    """The speculative decoding a run's image and day imply, with the assumption it records (None: none implied)."""
+    found = mtp_runs(image, engine, measured)
+    drafts = mtp_drafts(image, engine, attn_dp, measured)
+    if found is None or drafts is None:
         return None
     from tokensim.validate.rules import speculative_defaults
 
     rates = tuple(float(a) for a in speculative_defaults()["mtp_acceptance"][:drafts])
     spec = SpecDecode(method="mtp", draft_tokens=drafts, acceptance=rates)
-    note = (f"speculative decoding: image {image} ran only InferenceX's MTP configurations (nextn {drafts}); "
+    note = (f"speculative decoding: image {image}, {found.why} (nextn {drafts}); "
             f"acceptance {rates} per draft, the MTP default in constants.toml, not stated by the run (rule)")
     return spec, note
 
 
-def harness_limits(image: str | None, engine: str, attn_dp: int, concurrency: int, isl: int) -> tuple[int, int] | None:
+def harness_limits(image: str | None, engine: str, attn_dp: int, concurrency: int, isl: int,
+                   measured: str | None = None) -> tuple[int, int] | None:
     """(max_batch_size, max_num_tokens) per attention rank that the InferenceX MTP scripts launch TensorRT-LLM with,
-    for a run in an MTP image; None otherwise. The scripts (benchmarks/dsr1_fp4_b200_trt_mtp.sh at commit 66d6a351abec)
-    set MAX_BATCH_SIZE = CONC (CONC / 4 under attention DP, CONC itself below 4) and MAX_NUM_TOKENS =
-    ((MTP + 1) MAX_BATCH_SIZE + ISL + 64), rounded up to 64: one prompt per step, with no 8,192 floor (the plain
-    scripts keep one)."""
-    drafts = mtp_drafts(image, engine, attn_dp)
-    if drafts is None:
+    for an MTP run; None otherwise. The scripts (benchmarks/dsr1_fp4_b200_trt_mtp.sh at commit 66d6a351abec)
+    set MAX_BATCH_SIZE = CONC (CONC / 4 under attention DP, CONC itself below 4; at bf3456727, CONC / TP) and
+    MAX_NUM_TOKENS = ((MTP + 1) MAX_BATCH_SIZE + ISL + 64), rounded up to 64: one prompt per step, with no 8,192
+    floor (the plain scripts keep one)."""
+    found = mtp_runs(image, engine, measured)
+    drafts = mtp_drafts(image, engine, attn_dp, measured)
+    if found is None or drafts is None:
         return None
-    batch = concurrency if attn_dp <= 1 or concurrency < 4 else concurrency // 4
+    divisor = found.batch_divisor or attn_dp
+    batch = concurrency if attn_dp <= 1 or concurrency < divisor else concurrency // divisor
     tokens = -(-((drafts + 1) * batch + isl + 64) // 64) * 64
     return batch, tokens
 

@@ -146,7 +146,7 @@ def _launch(case: ServingCase) -> Launch | None:
 def _scheduler(case: ServingCase, launch: Launch | None):
     """`benchmark_scheduler` with the run's launch (`serving.harness_launch`) already read."""
     d, run = case.deployment, case.run
-    limits = harness_limits(run.image, run.engine, d.attn_dp, int(run.concurrency), run.isl)
+    limits = harness_limits(run.image, run.engine, d.attn_dp, int(run.concurrency), run.isl, run.measured)
     if limits is not None:          # a harness whose launch script is public: its own settings (validate.harness)
         return pool_scheduler(d.engine, d.attn_dp, limits[0], run.isl, limits[1])
     scheduler = pool_scheduler(d.engine, d.attn_dp, per_rank_batch(case), run.isl)

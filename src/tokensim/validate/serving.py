@@ -205,7 +205,7 @@ def serving_case(run: SiliconRun) -> ServingCase:
         notes.append(f"ep {ep} does not divide the {experts} routed experts: {redundant} redundant expert slots fill "
                      f"every GPU's share, as expert-parallel load balancers place them (rule)")
     dep = _worker(run, pool, model, tp, adp, ep, kv, math.ceil(concurrency))
-    implied = harness_speculation(run.image, run.engine, adp)
+    implied = harness_speculation(run.image, run.engine, adp, run.measured)
     if implied is not None:
         dep = replace(dep, spec=implied[0])
         notes.append(implied[1])
@@ -238,7 +238,7 @@ def harness_launch(run: SiliconRun, dep: Deployment, concurrency: float, agg: bo
         found = sglang_launch(run.harness, run.model, run.system, run.weights, run.engine_version, dep.tp, run.isl,
                               run.osl, clients)
         return None if found is None else Launch(found[0], None, found[1])
-    if run.engine == "trtllm" and mtp_drafts(run.image, run.engine, dep.attn_dp) is None:
+    if run.engine == "trtllm" and mtp_drafts(run.image, run.engine, dep.attn_dp, run.measured) is None:
         return trtllm_launch(run.harness, run.model, run.system, run.weights, run.measured, dep.tp, dep.attn_dp,
                              run.isl, run.osl, clients)
     if run.engine == "vllm":

@@ -94,21 +94,23 @@ def mtp_runs(image: str | None, engine: str, measured: str | None = None) -> Mtp
     return next((e for e in MTP_RUNS if normalized.endswith(e.image) and e.measured in (None, measured)), None)
 
 
+def _nextn(attn_dp: int) -> int:
+    return MTP_DRAFTS_ATTENTION_DP if attn_dp > 1 else MTP_DRAFTS
+
+
 def mtp_drafts(image: str | None, engine: str, attn_dp: int, measured: str | None = None) -> int | None:
     """Draft tokens per step of an InferenceX MTP run (the scripts' num_nextn_predict_layers); None for any other
     run."""
-    if mtp_runs(image, engine, measured) is None:
-        return None
-    return MTP_DRAFTS_ATTENTION_DP if attn_dp > 1 else MTP_DRAFTS
+    return None if mtp_runs(image, engine, measured) is None else _nextn(attn_dp)
 
 
 def harness_speculation(image: str | None, engine: str, attn_dp: int,
                         measured: str | None = None) -> tuple[SpecDecode, str] | None:
     """The speculative decoding a run's image and day imply, with the assumption it records (None: none implied)."""
     found = mtp_runs(image, engine, measured)
-    drafts = mtp_drafts(image, engine, attn_dp, measured)
-    if found is None or drafts is None:
+    if found is None:
         return None
+    drafts = _nextn(attn_dp)
     from tokensim.validate.rules import speculative_defaults
 
     rates = tuple(float(a) for a in speculative_defaults()["mtp_acceptance"][:drafts])
@@ -126,9 +128,9 @@ def harness_limits(image: str | None, engine: str, attn_dp: int, concurrency: in
     MAX_NUM_TOKENS = ((MTP + 1) MAX_BATCH_SIZE + ISL + 64), rounded up to 64: one prompt per step, with no 8,192
     floor (the plain scripts keep one)."""
     found = mtp_runs(image, engine, measured)
-    drafts = mtp_drafts(image, engine, attn_dp, measured)
-    if found is None or drafts is None:
+    if found is None:
         return None
+    drafts = _nextn(attn_dp)
     divisor = found.batch_divisor or attn_dp
     batch = concurrency if attn_dp <= 1 or concurrency < divisor else concurrency // divisor
     tokens = -(-((drafts + 1) * batch + isl + 64) // 64) * 64

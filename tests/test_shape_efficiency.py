@@ -106,3 +106,24 @@ def test_attention_and_ffn_ops_are_listed_for_every_layer_kind():
                                               + isinstance(layer.ffn, (DenseFFN, MoE)))
     att = next(layer.mixer for layer in m.layers if isinstance(layer.mixer, Attention))
     assert attention_ops(ctx, att, Batch.decode(1, 100.0))[1].name == "attn.core"
+
+
+def test_prefill_clock_prices_prompt_tokens_only():
+    """A family's prefill clock c divides the rate of prompt tokens and nothing else: on B200 with c = 0.5 one bf16
+    prompt FLOP takes 1 / (2,250e12 x s x f_prefill x 0.5) seconds (s the sustained clock, f_prefill the prefill
+    share), twice what it takes at c = 1, while a decode FLOP keeps 1 / (2,250e12 x s x f_decode). The Hopper family
+    is untouched: the constant is set for Blackwell alone."""
+    table = default_table().with_overlay({"nvidia-blackwell": {"default": {"prefill_clock_fraction": 0.5}}})
+    b200, h100 = tokensim.load_hardware("b200"), tokensim.load_hardware("h100-sxm")
+    m = tokensim.load_model("llama-3.1-8b")
+    dep = Deployment(tp=1, weights="bf16")
+    k = table.for_hardware(b200)
+    base = default_table().for_hardware(b200)
+    slow = make_context(m, b200, dep, k).rates["dense_ffn"]
+    fast = make_context(m, b200, dep, base).rates["dense_ffn"]
+    per_flop = 1 / (b200.peak_flops("bf16") * k.sustained_clock_fraction)
+    assert slow.s_per_flop_prefill == pytest.approx(per_flop / (k.prefill_flops_fraction * 0.5), rel=1e-12)
+    assert slow.s_per_flop_prefill == pytest.approx(2 * fast.s_per_flop_prefill * base.prefill_clock_fraction, rel=1e-12)
+    assert slow.s_per_flop == pytest.approx(per_flop / k.gemm_flops_fraction, rel=1e-12)
+    assert table.for_hardware(h100).prefill_clock_fraction == default_table().without_fitted().for_hardware(
+        h100).prefill_clock_fraction == 1.0

@@ -30,7 +30,8 @@ FITTED_ENV = "TOKENSIM_FITTED"   # a fitted table written by `tokensim fit -o FI
 # achieved shares of a peak: a prediction divides by most of them, so 0 is refused here, not met as 0 / 0 later
 SHARES = ("hbm_bandwidth_fraction", "attention_bandwidth_fraction", "gemm_flops_fraction", "prefill_flops_fraction",
           "link_bandwidth_fraction", "pcie_link_bandwidth_fraction", "pcie_host_link_bandwidth_fraction",
-          "usable_memory_fraction", "grouped_gemm_fraction", "sustained_clock_fraction")
+          "usable_memory_fraction", "grouped_gemm_fraction", "sustained_clock_fraction",
+          "prefill_clock_fraction")
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Constants:
     grouped_gemm_fraction: float     # a MoE layer's grouped expert GEMMs against a dense GEMM of the same shape
     narrow_format_serial_share: float  # share of a GEMM's bf16-rate time that an fp8/fp4 format does not speed up
     sustained_clock_fraction: float  # sustained tensor throughput under the chip's power limit / the datasheet peak
+    prefill_clock_fraction: float    # and, further, while a prefill keeps every tensor core busy (power-limited clocks)
     prefill_flops_fraction: float    # achieved / peak dense FLOP/s over a whole prefill
     attention_prefill_rate_ratio: float   # prefill attention (scores, values) FLOP/s as a share of that prefill rate
     kernel_gap_s: float              # idle time per kernel launch

@@ -116,7 +116,8 @@ def seconds_per_flop(hw: HardwareSpec, fmt: str, k: Constants) -> float:
 
 
 def _rate(bytes_per_elem: float, per_flop: float, fmt: str, k: Constants) -> Rate:
-    return Rate(bytes_per_elem, per_flop / k.gemm_flops_fraction, per_flop / k.prefill_flops_fraction, fmt)
+    return Rate(bytes_per_elem, per_flop / k.gemm_flops_fraction,
+                per_flop / (k.prefill_flops_fraction * k.prefill_clock_fraction), fmt)
 
 
 def make_context(model: ModelSpec, hw: HardwareSpec, dep: Deployment, k: Constants) -> Context:

@@ -144,12 +144,12 @@ def section(sample: int = 0) -> str:
               "runs that ran MTP drafts (88 in InferenceX's MTP image; 73 in the image it shared with the plain "
               "configurations, measured on 2026-01-14, the day its perf changelog ran only the new MTP configurations) with "
               "their drafts (acceptance 0.85, 0.72, 0.60 per chained draft, the shipped MTP default) and their launch "
-              "scripts' token budgets (`tokensim/validate/harness.py`); and InferenceX's client, which draws request "
-              "lengths uniformly in [0.8 L, L] for its 2,049 runs (so its closed-loop clients drift apart instead of "
-              "arriving in lockstep), with its scripts' SGLang, TensorRT-LLM and vLLM launch settings (their commits in "
-              "`harness.toml`; `harness.SIMULATE_INFERENCEX_CLIENT`). Modelling the client moved these figures, refitted "
-              "with the Blackwell prefill clock (2026-12-06): TTFT 31.7 -> 29.3 %, light-load TTFT 29.4 -> 27.0 %, but TPOT "
-              "12.3 -> 13.2 % simulated and 11.75 -> 13.7 % steady-state. "
+              "scripts' token budgets (`tokensim/validate/harness.py`). InferenceX's client, which draws request "
+              "lengths uniformly in [0.8 L, L] for its 2,049 runs, is not simulated, nor are its scripts' SGLang, "
+              "TensorRT-LLM and vLLM launch settings (written down with their commits in `harness.toml`): modelled, they "
+              "made these errors worse after a refit (tried on the constants of 2026-12-04, with every engine's launch: TTFT 32.0 -> 33.2 %, steady TPOT "
+              "11.8 -> 12.7 %; TensorRT-LLM's and SGLang's pairs improve, vLLM's get worse; "
+              "`harness.SIMULATE_INFERENCEX_CLIENT`). "
               "Peer figures: aiconfigurator 0.12 "
               "on 284 of its own configurations, TTFT median 47 %, TPOT 17 %; LLMServingSim on its own traces in brackets.", "",
               "| what (leaving each (system, engine) pair out) | runs | median abs. error | 90th pct |", "|---|---|---|---|",

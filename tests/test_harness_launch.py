@@ -37,10 +37,8 @@ def test_inferencex_lengths_are_uniform_integers_between_0_8_l_and_l():
     assert np.array_equal(inputs, again[0]) and np.array_equal(outputs, again[1])      # seeded: the same every run
     # (819 + 1024) / 2 = 921.5 -> 922; (6553 + 8192) / 2 = 7372.5 -> 7372
     assert mean_lengths(INFERENCEX, 1024, 8192, inferencex_client=True) == (922, 7372)
-    # on by default (harness.SIMULATE_INFERENCEX_CLIENT); off, the row's lengths as stated
-    assert client_lengths(INFERENCEX, 1024, 128, 3)[2] is not None
-    assert client_lengths(INFERENCEX, 1024, 128, 3, inferencex_client=False)[2] is None
-    assert mean_lengths(INFERENCEX, 1024, 128, inferencex_client=False) == (1024, 128)
+    assert client_lengths(INFERENCEX, 1024, 128, 3)[2] is None      # off by default (harness.SIMULATE_INFERENCEX_CLIENT)
+    assert mean_lengths(INFERENCEX, 1024, 128) == (1024, 128)
     fixed = client_lengths(AICONFIGURATOR, 1024, 128, 5)
     assert fixed[0].tolist() == [1024] * 5 and fixed[1].tolist() == [128] * 5 and fixed[2] is None
     assert mean_lengths(None, 1024, 128) == (1024, 128)
@@ -81,13 +79,12 @@ def cases():
 
 
 def test_cases_carry_the_harness_and_its_settings(cases):
-    """Every row knows its harness; InferenceX's runs carry its client's mean lengths ((int(0.8 L) + L) / 2) and its
-    script's launch while the client is simulated (harness.SIMULATE_INFERENCEX_CLIENT); aiconfigurator's runs keep
-    their stated lengths, and its SGLang 0.5.1 runs mix no chunks."""
+    """Every row knows its harness; InferenceX's runs keep their stated lengths and the generator's settings while its
+    client is not simulated (harness.SIMULATE_INFERENCEX_CLIENT); aiconfigurator's SGLang 0.5.1 runs mix no chunks."""
     assert {c.run.harness for c in cases} == {INFERENCEX, AICONFIGURATOR}
     c = next(c for c in cases if c.run.harness == INFERENCEX and c.run.engine == "sglang" and c.run.mode == "agg")
-    assert (c.deployment.input_tokens, c.deployment.output_tokens) == mean_lengths(INFERENCEX, c.run.isl, c.run.osl)
-    assert c.deployment.input_tokens < c.run.isl
+    assert (c.deployment.input_tokens, c.deployment.output_tokens) == (c.run.isl, c.run.osl)
+    assert benchmark_scheduler(c).scheduler_recv_interval == 1
     aic = next(c for c in cases if c.run.harness == AICONFIGURATOR and c.run.engine == "sglang"
                and c.run.engine_version == "0.5.1.post1")
     assert benchmark_scheduler(aic).enable_mixed_chunk is False

@@ -78,11 +78,8 @@ def test_prefill_attention_runs_at_its_own_share_of_the_prefill_rate():
 
     m, hw = tokensim.load_model("llama-3.1-8b"), tokensim.load_hardware("h100-sxm")
     att = next(layer.mixer for layer in m.layer_kinds[0] if isinstance(layer.mixer, Attention))
-    from tokensim.perf.constants import default_table
-
-    # the prior in constants.toml is 1 (attention keeps pace with the GEMMs); the fit may move it a little
-    assert default_table().without_fitted().for_hardware(hw).attention_prefill_rate_ratio == 1.0
-    k1 = dataclasses.replace(for_hardware(hw), attention_prefill_rate_ratio=1.0)
+    k1 = for_hardware(hw)
+    assert k1.attention_prefill_rate_ratio == 1.0           # the shipped default: every prediction as before
     k4 = dataclasses.replace(k1, attention_prefill_rate_ratio=0.25)
     prompt = Batch.prefill(1, 2048)
     ops1 = {o.name: o for o in attention_ops(make_context(m, hw, Deployment(), k1), att, prompt)}

@@ -60,8 +60,11 @@ AICONFIGURATOR = "aiconfigurator"
 # beside them is too cheap, which the lockstep of equal requests had hidden. A third refit (2026-12-05) that also
 # fitted TTFT at every load, not only light load, gave simulated TTFT 32.0 -> 32.5 %, steady TPOT 11.8 -> 12.3 %,
 # published rows 15.9 -> 14.7 %: the same split, vLLM's H100 and B200 runs no longer transferring to each other
-# (docs/model.md 5.2). Until that is found, the rows' stated lengths and the generator's scheduler rule stand; the
-# functions below are what to switch on with it.
+# (docs/model.md 5.2). A fourth (2026-12-06) fitted the Blackwell prefill clock beside it (0.90): TTFT 31.7 -> 29.3 %,
+# published rows 14.5 -> 13.0 %, but simulated TPOT 12.3 -> 13.2 % and steady TPOT 11.75 -> 13.7 %, the prefills
+# that TensorRT-LLM and SGLang run whole stalling the spread clients' decodes more than measured. Until those stalls
+# are priced, the rows' stated lengths and the generator's scheduler rule stand; the functions below are what to
+# switch on with it.
 SIMULATE_INFERENCEX_CLIENT = False
 
 @dataclass(frozen=True)

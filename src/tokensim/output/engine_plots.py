@@ -61,8 +61,9 @@ def engine_profile_data(engine: str, published_results=(), silicon_cases=(), sil
     silicon = [(c.concurrency, float(p) / c.run.tpot_s, c.run.system)
                for c, p in zip(silicon_cases, silicon_tpot_s, strict=True)
                if c.deployment.engine == engine and np.isfinite(p)]
-    return EngineProfileData(engine, hw.name, ROWS, k.gemm_flops_fraction * eff, k.prefill_flops_fraction * eff,
-                             k.prefill_flops_fraction * k.grouped_gemm_fraction * eff,
+    prefill = k.prefill_flops_fraction * k.prefill_clock_fraction        # the prompt-token rate perf.context prices
+    return EngineProfileData(engine, hw.name, ROWS, k.gemm_flops_fraction * eff, prefill * eff,
+                             prefill * k.grouped_gemm_fraction * eff,
                              k.hbm_bandwidth_fraction, k.attention_bandwidth_fraction, k.host_overhead_s,
                              k.host_overhead_per_seq_s, k.eager_layer_overhead_s, k.request_overhead_s, published, silicon)
 

@@ -74,7 +74,8 @@ GENERAL = (
     Param("default", "default", "all_to_all_latency_s", 5e-6, 2e-4, "one expert-parallel dispatch or combine, end to end"),
     Param("nvidia-blackwell", "default", "sustained_clock_fraction", 0.25, 1.0, "Blackwell tensor throughput sustained "
           "under its power limit over the datasheet peak"),
-    Param("nvidia-blackwell", "default", "prefill_clock_fraction", 0.4, 1.0, "Blackwell prefill clock"),
+    Param("nvidia-blackwell", "default", "prefill_clock_fraction", 0.4, 1.0, "Blackwell tensor throughput over prompt "
+          "tokens as a share of its sustained clock's"),
     Param("default", "llamacpp", "hbm_bandwidth_fraction", 0.20, 0.95, "achieved HBM bandwidth, llama.cpp-class engines"),
     Param("amd", "default", "hbm_bandwidth_fraction", 0.25, 0.95, "achieved HBM bandwidth on AMD Instinct (ROCm engines)"),
     Param("amd", "default", "gemm_flops_fraction", 0.10, 0.90, "achieved dense FLOP/s on AMD Instinct (ROCm GEMMs reached "

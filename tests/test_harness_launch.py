@@ -47,10 +47,14 @@ def test_inferencex_lengths_are_uniform_integers_between_0_8_l_and_l():
 def test_inferencex_sglang_scripts_flags():
     """dsr1_fp8_b200.sh: TP 8 -> --max-running-requests 128, --chunked-prefill-size 32768, --max-prefill-tokens
     32768, --scheduler-recv-interval 30 at 16 or more clients (10 below); TP 4 -> 32, 8192, 8192, 10. No script
-    passes --enable-mixed-chunk."""
+    passes --enable-mixed-chunk. The DeepSeek scripts and glm5_fp8_b200.sh pass --disable-radix-cache, so the
+    client's --ignore-eos requests take SGLang's ignore-EOS admission; glm5_nvfp4_b200.sh keeps the radix cache."""
     tp8, note = sglang_launch(INFERENCEX, "deepseek-r1", "b200", "fp8", "0.5.9", 8, 1024, 1024, 64, inferencex_client=True)
     assert tp8 == {"enable_mixed_chunk": False, "max_running_requests": 128, "chunked_prefill_size": 32768,
-                   "max_prefill_tokens": 32768, "scheduler_recv_interval": 30}
+                   "max_prefill_tokens": 32768, "scheduler_recv_interval": 30, "ignore_eos": True}
+    glm_fp4 = sglang_launch(INFERENCEX, "glm-5", "b200", "nvfp4", None, 8, 1024, 1024, 48, inferencex_client=True)
+    assert "ignore_eos" not in glm_fp4[0]
+    assert sglang_launch(INFERENCEX, "deepseek-r1", "b200", "fp8", "0.5.9", 8, 1024, 1024, 64) is None  # client off
     assert "dsr1-fp8-b200" in note
     few = sglang_launch(INFERENCEX, "deepseek-v3", "b200", "fp8", None, 8, 1024, 1024, 8, inferencex_client=True)
     assert few[0]["scheduler_recv_interval"] == 10

@@ -118,6 +118,31 @@ def test_sglang_new_token_ratio_reserves_room_for_running_requests():
     assert _chunks(batches)[1] == [3000]
 
 
+def test_sglang_ignore_eos_admits_only_what_runs_to_completion():
+    """SGLang's add_one_req_ignore_eos (requests ignoring EOS, radix cache off). KV pool 10,000 tokens; A (1,000 in,
+    5,000 out) decodes, B (3,000 in, 3,000 out) waits. After A's j-th decode A has 4,999 - j tokens left and holds
+    1,001 + j, and the pool less B's prompt has 10,000 - (1,000 + j) - 3,000 = 6,000 - j free. Retiring the request
+    with fewer tokens left first, each must leave more than 1 token per request still running: while B has fewer
+    left, 6,000 - j - 2 x 3,000 = -j > 2 never holds; once A has fewer, 6,000 - j - 2 x (4,999 - j) > 2 needs
+    j > 4,000, and then B alone: 6,000 - j + (1,001 + j) - 3,000 = 4,001 > 1. So B's prefill follows A's 4,001st
+    decode; the regular path admits B at once (the test above)."""
+    res, batches = _run(SglangScheduler(ignore_eos=True), [0.0, 0.0], [1000, 3000], [5000, 3000], kv_tokens=10_000)
+    chunks = _chunks(batches)
+    b_step = next(i for i, c in enumerate(chunks) if c == [3000])
+    assert chunks[0] == [1000] and b_step - 1 == 4001
+    assert res.summary["completed"] == 2
+
+
+def test_sglang_ignore_eos_path_skips_the_max_prefill_tokens_check():
+    """On the ignore-EOS path a request joins the prefill batch before the input budget is checked (the batch stops
+    once it is spent): two 800-token prompts under max_prefill_tokens 1,000 share one step; the regular path
+    refuses the second (800 >= 1,000 - 800) and runs it next."""
+    _, regular = _run(SglangScheduler(max_prefill_tokens=1000), [0.0, 0.0], [800, 800], [5, 5])
+    _, ignore = _run(SglangScheduler(max_prefill_tokens=1000, ignore_eos=True), [0.0, 0.0], [800, 800], [5, 5])
+    assert _chunks(regular)[:2] == [[800], [800]]
+    assert _chunks(ignore)[0] == [800, 800]
+
+
 def test_trtllm_guaranteed_no_evict_reserves_the_whole_request():
     """10 blocks of 32 tokens. A needs ceil((100 + 150 - 1) / 32) = 8 blocks at its longest, B
     needs ceil(99 / 32) = 4: 12 > 10, so B starts only when A is done, never preempted."""

@@ -314,6 +314,8 @@ def sglang_launch(harness: str | None, model: str, system: str, weights: str | N
         if e is None:
             return None
         settings: dict = {"enable_mixed_chunk": False}
+        if data["client"].get("ignore_eos") and e.get("disable_radix_cache"):
+            settings["ignore_eos"] = True         # the client's --ignore-eos beside --disable-radix-cache
         if "max_running_requests" in e:
             cap = e["max_running_requests"]
             settings["max_running_requests"] = clients if cap == "clients" else int(cap)

@@ -17,6 +17,12 @@ With `scheduler_recv_interval` N > 1 (managers/scheduler_recv_skipper.py, `Sched
 takes new requests off its socket only when a counter reaches N: each decode step (or idle loop) adds 1, any other
 step (prefill, mixed) adds 1,000, so it receives right after a prefill step and otherwise every N decode steps; a
 request that arrives in between waits in the socket. An idle engine spins its loop and receives at once.
+With `ignore_eos` (every request runs to its max_new_tokens and the radix cache is off), PrefillAdder takes its
+add_one_req_ignore_eos path instead: no max_prefill_tokens check before a request joins (the batch stops once the
+input budget is spent), and a request is admitted only if the pool, less its prompt, would hold every running and
+admitted request to its full max_new_tokens, requests retiring in order of the tokens they have left and keeping
+IGNORE_EOS_RESERVE_TOKENS per request spare; the reservation for running requests is 1.0 of what they have left,
+not new_token_ratio of it.
 """
 from __future__ import annotations
 
@@ -44,6 +50,18 @@ class _State:
 # scheduler_recv_skipper.py: _WEIGHT_OF_FORWARD_MODE (DECODE, TARGET_VERIFY, None: 1), _DEFAULT_WEIGHT 1000
 RECV_WEIGHT_DECODE = 1
 RECV_WEIGHT_OTHER = 1000
+IGNORE_EOS_RESERVE_TOKENS = 1          # schedule_policy.py: tokens kept spare per request on the ignore-EOS path
+
+
+def fits_to_completion(left: np.ndarray, held: np.ndarray, free_tokens: float) -> bool:
+    """PrefillAdder.add_one_req_ignore_eos's check: requests that have `left` tokens to generate and hold `held`
+    tokens of KV, retired in order of `left` (each freeing what it holds), never leave fewer than
+    IGNORE_EOS_RESERVE_TOKENS per request still running out of `free_tokens` (the pool less the new prompt)."""
+    order = np.argsort(left, kind="stable")
+    left, held = left[order], held[order]
+    running = len(left) - np.arange(len(left))
+    freed = np.concatenate(([0], np.cumsum(held)[:-1]))
+    return bool(np.all(free_tokens + freed - left * running > IGNORE_EOS_RESERVE_TOKENS * running))
 
 
 @dataclass(frozen=True)
@@ -69,6 +87,10 @@ class SglangScheduler:
     clip_max_new_tokens: int = 4096
     # ServerArgs.scheduler_recv_interval: 1, receive every loop
     scheduler_recv_interval: int = 1
+    # Requests sent with ignore_eos to a server started with --disable-radix-cache take PrefillAdder's
+    # add_one_req_ignore_eos path (schedule_policy.py, add_one_req: `req.sampling_params.ignore_eos and
+    # tree_cache.disable`); False: the regular path.
+    ignore_eos: bool = False
     # ServerArgs.page_size: 1 token.
     default_block_size: ClassVar[int] = 1
 
@@ -151,11 +173,13 @@ class SglangScheduler:
             left = dec.end[:dec.n] - dec.contexts()
             reserve = float(np.minimum(left, clip).sum()) * st.ratio
         rem_total = eng.kv.available() * bs - reserve
+        cur_rem = eng.kv.available() * bs          # PrefillAdder.cur_rem_tokens
         rem_input = self.max_prefill_tokens
         rem_chunk = self.chunked_prefill_size
         if self.enable_mixed_chunk:
             rem_input -= running_bs
             rem_chunk -= running_bs
+            cur_rem -= running_bs
         r = st.chunked
         if r is not None:
             extend = min(r.num_tokens - r.scheduled, rem_chunk)
@@ -163,16 +187,18 @@ class SglangScheduler:
                 return False
             eng.schedule_chunk(plan, r, extend)
             rem_total -= extend
+            cur_rem -= extend
             rem_input -= extend
             rem_chunk -= extend
             if r.scheduled < r.num_tokens:
                 return True
             st.chunked = None
         waiting = eng.waiting
+        states = None                              # (tokens left, tokens held) of every request, ignore-EOS path
         while waiting:
             if running_bs + len(plan.prefills) >= limit:
                 break
-            if rem_total <= 0 or rem_input <= 0 or rem_chunk <= 0:
+            if rem_total <= 0 or rem_input <= 0 or rem_chunk <= 0 or cur_rem <= 0:
                 break
             r = waiting[0]
             if r.kv_ready or (self.overlap_schedule and eng.unseen(r)) or (
@@ -181,23 +207,49 @@ class SglangScheduler:
             hit = eng.lookup(r)
             extend = r.num_tokens - hit.tokens
             max_new = min(r.output_tokens - r.output, clip)
-            if extend + max_new >= rem_total:
+            if self.ignore_eos:
+                if extend > min(cur_rem, rem_total):
+                    break
+                if states is None:
+                    states = self._states(eng, plan)
+                states = (np.append(states[0], r.output_tokens - r.output), np.append(states[1], r.num_tokens))
+                if not fits_to_completion(states[0], states[1], cur_rem - extend):
+                    break
+            elif extend + max_new >= rem_total or (extend <= rem_chunk and extend > rem_input and plan.prefills):
                 break
             if extend <= rem_chunk:
-                if extend > rem_input and plan.prefills:
-                    break
                 if not eng.admit(r, hit, extend, plan, now):
                     break
                 rem_total -= extend + max_new
+                cur_rem -= extend
                 rem_input -= extend
                 rem_chunk -= extend
-            else:
+            else:                                   # the chunk that fits; the rest next time
                 trunc = rem_chunk // bs * bs
                 if trunc <= 0 or not eng.admit(r, hit, trunc, plan, now):
                     break
                 st.chunked = r
                 break
         return bool(plan.prefills)
+
+    @staticmethod
+    def _states(eng, plan) -> tuple[np.ndarray, np.ndarray]:
+        """Tokens left to generate and tokens held of the running requests (every lane) and those this batch has
+        admitted, as add_one_req_ignore_eos lists them (its req_states)."""
+        left, held = [], []
+        for d in eng.lanes:
+            if d.n:
+                ctx = d.contexts()
+                left.append(d.end[:d.n] - ctx)        # max_new_tokens less the tokens sampled
+                held.append(ctx + 1)                  # prompt and sampled tokens
+        for q, _, _ in plan.prefills:
+            left.append(np.array([q.output_tokens - q.output]))
+            held.append(np.array([q.num_tokens]))
+        if not left:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        lft, hld = np.concatenate(left), np.concatenate(held)
+        keep = lft > 0
+        return lft[keep], hld[keep]
 
     def _decode(self, eng, lane: int, dec, plan, st: _State, now: float) -> None:
         if eng.try_decode_blocks(lane):

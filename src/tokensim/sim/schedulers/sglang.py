@@ -172,8 +172,8 @@ class SglangScheduler:
         if dec.n:
             left = dec.end[:dec.n] - dec.contexts()
             reserve = float(np.minimum(left, clip).sum()) * st.ratio
-        rem_total = eng.kv.available() * bs - reserve
         cur_rem = eng.kv.available() * bs          # PrefillAdder.cur_rem_tokens
+        rem_total = cur_rem - reserve
         rem_input = self.max_prefill_tokens
         rem_chunk = self.chunked_prefill_size
         if self.enable_mixed_chunk:

@@ -157,3 +157,45 @@ def test_a_square_layout_that_is_not_named_and_fits_a_node_stands(tmp_path):
     case = serving_case(run)
     assert (case.deployment.tp, case.deployment.attn_dp, case.deployment.ep) == (4, 1, 2)
     assert not any("the layout the source names" in n for n in case.assumptions)
+
+
+def _ctx(case):
+    dep = case.deployment
+    model, hw = catalog_model(case.run.model), catalog()[case.run.system]
+    return make_context(model, hw, dep, for_hardware(hw, dep.engine, None))
+
+
+def test_clients_with_drawn_lengths_come_back_alone_and_interrupt_each_request_once(case):
+    # A client that draws each request's lengths (InferenceX's) finishes apart from the others, so each of the 3
+    # other clients sends its next 1,024-token prompt alone once in a request's 128 decode steps: 3 steps in 128
+    # carry one prompt beside the 4 decodes (where cohorts would put 2 prompts in 1 step in 128, above)
+    from tokensim.validate.serving import cohort_step_s
+    expected = (125 / 128) * _step_s(case, 4, 0) + (3 / 128) * _step_s(case, 4, 1)
+    got = cohort_step_s(_ctx(case), np.array([4.0]), 1024, 128, "trtllm", spread=True)[0]
+    assert got == pytest.approx(expected, rel=1e-9)
+
+
+def test_drawn_lengths_with_more_arrivals_than_steps_fill_each_step_up_to_its_budget(case):
+    # 512 clients: 511 / 128 = 4.0 prompts arrive per decode step, and TensorRT-LLM's budget (2,524 tokens, whole
+    # prompts) takes 2 of them a step: every step carries 2 prompts
+    from tokensim.validate.serving import cohort_step_s
+    c = replace(case, concurrency=512.0, deployment=replace(case.deployment, batch=512), batch_cap=None)
+    got = cohort_step_s(_ctx(c), np.array([512.0]), 1024, 128, "trtllm", spread=True)[0]
+    assert got == pytest.approx(_step_s(c, 512, 2), rel=1e-9)
+
+
+def test_a_lone_client_with_drawn_lengths_decodes_undisturbed(case):
+    from tokensim.validate.serving import cohort_step_s
+    got = cohort_step_s(_ctx(case), np.array([1.0]), 1024, 128, "trtllm", spread=True)[0]
+    assert got == pytest.approx(_step_s(case, 1, 0), rel=1e-9)
+
+
+def test_light_ttft_with_drawn_lengths_prefills_the_prompt_alone_beside_the_others_decodes(case, monkeypatch):
+    # 4 clients with drawn lengths: the prompt arrives alone while 3 others decode; it waits for the decode step
+    # scheduled before it arrived (3 decodes) and gets its first token from the next (3 decodes + its prompt);
+    # the request path comes on top
+    from tokensim.validate.serving import ServingCase, light_ttft
+    monkeypatch.setattr(ServingCase, "spread_arrivals", property(lambda self: True))
+    path = for_hardware(catalog()[case.run.system], case.deployment.engine, None).request_overhead_s
+    expected = path + _step_s(case, 3, 0) + _step_s(case, 3, 1)
+    assert light_ttft([case])[0] == pytest.approx(expected, rel=1e-9)

@@ -65,10 +65,16 @@ class ServingCase:
         return seqs if self.batch_cap is None else min(seqs, float(self.batch_cap))
 
     @property
+    def spread_arrivals(self) -> bool:
+        """True where the run's client drew each request's lengths (`harness.lengths_note`) and prompts share the
+        worker's steps: its closed-loop clients then finish one by one and come back alone, not as cohorts."""
+        return self.prefill_in_decode and lengths_note(self.run.harness, self.run.isl, self.run.osl) is not None
+
+    @property
     def group(self) -> tuple:
         """Rows that differ only in concurrency share a group (one vectorized evaluation)."""
         return (self.run.model, self.run.system, self.deployment.__class__, _dep_key(self.deployment),
-                self.prefill_in_decode)
+                self.prefill_in_decode, self.spread_arrivals)
 
     @property
     def pair(self) -> tuple[str, str]:
@@ -259,7 +265,7 @@ def steady_tpot(cases: list[ServingCase], constants: ConstantsTable | None = Non
         dep = first.deployment
         ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine, constants))
         seqs = np.array([cases[i].running_per_rank for i in idx])     # decoding sequences per attention rank
-        step = (cohort_step_s(ctx, seqs, dep.input_tokens, dep.output_tokens, dep.engine)
+        step = (cohort_step_s(ctx, seqs, dep.input_tokens, dep.output_tokens, dep.engine, first.spread_arrivals)
                 if first.prefill_in_decode else _step_s(ctx, seqs, np.zeros_like(seqs), dep))
         out[idx] = step / tokens_per_step(dep)
     return out
@@ -277,7 +283,9 @@ def light_ttft(cases: list[ServingCase], constants: ConstantsTable | None = None
     its first tokens from the next (g prompts beside the m decodes); the engine's request path
     (request_overhead_s) comes on top. `steps` (one per case): how many such waits and prefill steps the simulator
     finds a first token takes in that run (chunked prompts can span two steps; `tokensim fit` measures it on the
-    simulator at its current constants), default 1."""
+    simulator at its current constants), default 1. Where the client drew each request's lengths
+    (`ServingCase.spread_arrivals`) the clients do not move in cohorts: a prompt arrives alone (g = 1) while the
+    m = clients - 1 others decode."""
     out = np.full(len(cases), np.nan)
     groups: dict[tuple, list[int]] = defaultdict(list)
     for i, c in enumerate(cases):
@@ -290,6 +298,8 @@ def light_ttft(cases: list[ServingCase], constants: ConstantsTable | None = None
         ctx = make_context(model, hw, dep, k)
         seqs = np.array([cases[i].running_per_rank for i in idx])
         prompts = np.minimum(prefill_step_tokens(seqs, dep.input_tokens, dep.engine) / dep.input_tokens, seqs)
+        if first.spread_arrivals:
+            prompts = np.minimum(seqs, 1.0)
         others = seqs - prompts
         wait = np.where(others > 0, _step_s(ctx, others, np.zeros_like(seqs), dep), 0.0)
         scale = 1.0 if steps is None else np.asarray([steps[i] for i in idx], dtype=float)
@@ -312,7 +322,7 @@ def prefill_step_tokens(seqs, isl: int, engine: str):
     return np.minimum(np.asarray(seqs, dtype=float) * isl, budget)
 
 
-def cohort_step_s(ctx, seqs: np.ndarray, isl: int, osl: int, engine: str) -> np.ndarray:
+def cohort_step_s(ctx, seqs: np.ndarray, isl: int, osl: int, engine: str, spread: bool = False) -> np.ndarray:
     """Mean step time a request sees while it decodes, in a closed loop of `seqs` clients sending identical requests.
 
     A client sends its next request when the last one ends, so requests admitted in the same prefill step finish in
@@ -322,11 +332,20 @@ def cohort_step_s(ctx, seqs: np.ndarray, isl: int, osl: int, engine: str) -> np.
     g = (k - 1) / osl of the steps carries u prompt tokens and the rest decode only (g >= 1: prefill in every step).
     Pricing every step with the mean prompt tokens instead would overstate a MoE step (its expert reads are concave
     in tokens: Qwen3-235B on 4 H100 at 4 clients, 1,024 in / 128 out, 36 ms against 17 ms) and charge lockstepped
-    clients (k = 1) for prefills that never interrupt them."""
+    clients (k = 1) for prefills that never interrupt them.
+
+    `spread`: the client drew each request's lengths, so the clients finish one by one and each of the seqs - 1
+    others sends its next prompt alone once in the request's osl decode steps: a share a = (seqs - 1) / steps of
+    the steps carries a prompt (a >= 1: every step carries a prompts, as many as the step's budget takes)."""
     u = prefill_step_tokens(seqs, isl, engine)
     steps = osl / tokens_per_step(ctx.dep)          # decode steps of one request
-    share = np.clip((seqs * isl / u - 1.0) / steps, 0.0, 1.0)
     decode_only = _step_s(ctx, seqs, np.zeros_like(seqs), ctx.dep)
+    if spread:
+        arrivals = np.maximum(np.asarray(seqs, dtype=float) - 1.0, 0.0) / steps
+        share = np.clip(arrivals, 0.0, 1.0)
+        with_prefill = _step_s(ctx, seqs, np.clip(arrivals, 1.0, np.maximum(u / isl, 1.0)), ctx.dep)
+        return (1.0 - share) * decode_only + share * with_prefill
+    share = np.clip((seqs * isl / u - 1.0) / steps, 0.0, 1.0)
     with_prefill = _step_s(ctx, seqs, u / isl, ctx.dep)
     return (1.0 - share) * decode_only + share * with_prefill
 

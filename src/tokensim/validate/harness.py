@@ -64,8 +64,10 @@ AICONFIGURATOR = "aiconfigurator"
 # published rows 14.5 -> 13.0 %, but simulated TPOT 12.3 -> 13.2 % and steady TPOT 11.75 -> 13.7 %, the prefills
 # that TensorRT-LLM and SGLang run whole stalling the spread clients' decodes more than measured. A fifth (2026-12-06),
 # with SGLang's ignore-EOS admission and a third fit sweep: TTFT 31.7 -> 28.3 %, but published rows 14.5 -> 15.9 %,
-# simulated TPOT 12.3 -> 12.7 %, steady TPOT 11.75 -> 13.3 %. Until those stalls are priced, the rows' stated lengths
-# and the generator's scheduler rule stand; the functions below are what to switch on with it.
+# simulated TPOT 12.3 -> 12.7 %, steady TPOT 11.75 -> 13.3 %. A sixth (2026-12-06), with the fit's estimates
+# following the spread clients (validate/serving.py ServingCase.spread_arrivals): TTFT 31.7 -> 29.0 %, but published
+# rows 14.5 -> 15.6 %, simulated TPOT 12.3 -> 12.7 %, steady TPOT 11.75 -> 13.9 %. Until those stalls are priced, the
+# rows' stated lengths and the generator's scheduler rule stand; the functions below are what to switch on with it.
 SIMULATE_INFERENCEX_CLIENT = False
 
 @dataclass(frozen=True)

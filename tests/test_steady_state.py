@@ -26,10 +26,15 @@ def case():
     return cases[0]
 
 
-def _step_s(case, decode_seqs: float, prompts: float) -> float:
+def _ctx(case):
     dep = case.deployment
     model, hw = catalog_model(case.run.model), catalog()[case.run.system]
-    ctx = make_context(model, hw, dep, for_hardware(hw, dep.engine, None))
+    return make_context(model, hw, dep, for_hardware(hw, dep.engine, None))
+
+
+def _step_s(case, decode_seqs: float, prompts: float) -> float:
+    dep = case.deployment
+    ctx = _ctx(case)
     b = Batch(decode_seqs=decode_seqs, decode_context=dep.input_tokens + dep.output_tokens / 2.0,
               prefill_seqs=prompts, prefill_tokens=float(dep.input_tokens), prefill_position=dep.input_tokens / 2.0)
     return float(step_cost(ctx, b).latency_s)
@@ -157,12 +162,6 @@ def test_a_square_layout_that_is_not_named_and_fits_a_node_stands(tmp_path):
     case = serving_case(run)
     assert (case.deployment.tp, case.deployment.attn_dp, case.deployment.ep) == (4, 1, 2)
     assert not any("the layout the source names" in n for n in case.assumptions)
-
-
-def _ctx(case):
-    dep = case.deployment
-    model, hw = catalog_model(case.run.model), catalog()[case.run.system]
-    return make_context(model, hw, dep, for_hardware(hw, dep.engine, None))
 
 
 def test_clients_with_drawn_lengths_come_back_alone_and_interrupt_each_request_once(case):

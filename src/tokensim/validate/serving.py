@@ -297,9 +297,8 @@ def light_ttft(cases: list[ServingCase], constants: ConstantsTable | None = None
         k = for_hardware(hw, dep.engine, constants)
         ctx = make_context(model, hw, dep, k)
         seqs = np.array([cases[i].running_per_rank for i in idx])
-        prompts = np.minimum(prefill_step_tokens(seqs, dep.input_tokens, dep.engine) / dep.input_tokens, seqs)
-        if first.spread_arrivals:
-            prompts = np.minimum(seqs, 1.0)
+        prompts = (np.minimum(seqs, 1.0) if first.spread_arrivals
+                   else np.minimum(prefill_step_tokens(seqs, dep.input_tokens, dep.engine) / dep.input_tokens, seqs))
         others = seqs - prompts
         wait = np.where(others > 0, _step_s(ctx, others, np.zeros_like(seqs), dep), 0.0)
         scale = 1.0 if steps is None else np.asarray([steps[i] for i in idx], dtype=float)
@@ -339,14 +338,13 @@ def cohort_step_s(ctx, seqs: np.ndarray, isl: int, osl: int, engine: str, spread
     the steps carries a prompt (a >= 1: every step carries a prompts, as many as the step's budget takes)."""
     u = prefill_step_tokens(seqs, isl, engine)
     steps = osl / tokens_per_step(ctx.dep)          # decode steps of one request
-    decode_only = _step_s(ctx, seqs, np.zeros_like(seqs), ctx.dep)
     if spread:
         arrivals = np.maximum(np.asarray(seqs, dtype=float) - 1.0, 0.0) / steps
-        share = np.clip(arrivals, 0.0, 1.0)
-        with_prefill = _step_s(ctx, seqs, np.clip(arrivals, 1.0, np.maximum(u / isl, 1.0)), ctx.dep)
-        return (1.0 - share) * decode_only + share * with_prefill
-    share = np.clip((seqs * isl / u - 1.0) / steps, 0.0, 1.0)
-    with_prefill = _step_s(ctx, seqs, u / isl, ctx.dep)
+        share, prompts = np.clip(arrivals, 0.0, 1.0), np.clip(arrivals, 1.0, np.maximum(u / isl, 1.0))
+    else:
+        share, prompts = np.clip((seqs * isl / u - 1.0) / steps, 0.0, 1.0), u / isl
+    decode_only = _step_s(ctx, seqs, np.zeros_like(seqs), ctx.dep)
+    with_prefill = _step_s(ctx, seqs, prompts, ctx.dep)
     return (1.0 - share) * decode_only + share * with_prefill
 
 

@@ -16,6 +16,7 @@ def check_engine(e) -> None:
         assert r.held_blocks >= -(-r.scheduled // e.block_size)
     for dec in e.lanes:
         assert len(dec.reqs) == dec.n
+        assert dec.context_sum() == int(dec.contexts().sum())      # the O(1) sum the timers read
         for i, r in enumerate(dec.reqs):
             assert r.slot == i
             held += dec.held_blocks(r) - r.shared_blocks
@@ -39,6 +40,7 @@ class CheckingTimer:
 
     def step_s(self, batch) -> float:
         self.calls += 1
+        assert batch.context_sum == int(batch.decode_context_tokens.sum())
         if self.sim is not None:
             for e in self.sim.engines:
                 check_engine(e)

@@ -85,7 +85,7 @@ class CostModelTimer:
         nd, npf = int(ctxs.size), int(chunks.size)
         if nd == 0 and npf == 0:
             return 0.0
-        mean_ctx = float(ctxs.mean()) if nd else 0.0
+        mean_ctx = batch.context_sum / nd if nd else 0.0
         if npf:
             new = float(chunks.sum())
             mean_chunk = new / npf

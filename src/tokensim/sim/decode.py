@@ -17,7 +17,7 @@ from tokensim.sim.request import ItlLog, Req
 
 
 class DecodeSet:
-    __slots__ = ("n", "k", "base", "end", "held", "seq", "reqs", "hist", "block_size", "heap",
+    __slots__ = ("n", "k", "base", "base_sum", "end", "held", "seq", "reqs", "hist", "block_size", "heap",
                  "spec", "last_emit_s", "irregular", "capacity", "committed")
 
     def __init__(self, block_size: int, spec: bool, capacity: int = 64) -> None:
@@ -27,6 +27,7 @@ class DecodeSet:
         self.spec = spec
         self.capacity = capacity
         self.base = np.zeros(capacity, dtype=np.int64)
+        self.base_sum = 0                                  # sum of base[:n]: contexts sum to base_sum + n k
         self.end = np.zeros(capacity, dtype=np.int64)     # context at which the sequence is done
         self.held = np.zeros(capacity, dtype=np.int64)    # blocks held (speculative mode only)
         self.seq = np.zeros(capacity, dtype=np.int64)     # admission order
@@ -55,6 +56,7 @@ class DecodeSet:
         base = r.computed - self.k
         end = r.prompt_tokens + r.output_tokens - 1
         self.base[i] = base
+        self.base_sum += base
         self.end[i] = end
         self.seq[i] = r.seq
         self.reqs.append(r)
@@ -82,8 +84,10 @@ class DecodeSet:
         """Stop decoding `r` (its counts are read back by the caller first)."""
         i = r.slot
         last = self.n - 1
+        base = int(self.base[i])
+        self.base_sum -= base
         if not self.spec:
-            self.hist[int(self.base[i]) % self.block_size] -= 1
+            self.hist[base % self.block_size] -= 1
         if i != last:
             self.base[i] = self.base[last]
             self.end[i] = self.end[last]
@@ -101,6 +105,10 @@ class DecodeSet:
     # -- one step -------------------------------------------------------------------------------
     def contexts(self) -> np.ndarray:
         return self.base[:self.n] + self.k
+
+    def context_sum(self) -> int:
+        """Sum of the sequences' contexts, in O(1)."""
+        return self.base_sum + self.n * self.k
 
     def blocks_needed(self, query_tokens: int) -> int:
         """New KV blocks the next step needs (all sequences, `query_tokens` each)."""
@@ -152,6 +160,7 @@ class DecodeSet:
         """One speculative step: sequence i gains tokens[i] (>= 1) tokens."""
         n = self.n
         self.base[:n] += tokens - 1
+        self.base_sum += int(tokens.sum()) - n
         self.k += 1
         done_idx = np.flatnonzero(self.base[:n] + self.k >= self.end[:n])
         return [self.reqs[i] for i in done_idx]

@@ -130,13 +130,16 @@ class Engine(Admission):
         waiting = self.waiting
         dec = self.lanes[lane]
         self.next_lane = (lane + 1) % self.stages
-        ctx = dec.contexts() if plan.decode else _EMPTY
+        if plan.decode:
+            ctx, ctx_sum = dec.contexts(), dec.context_sum()
+        else:
+            ctx, ctx_sum = _EMPTY, 0
         if prefills:
-            pairs = np.array([(c, k) for _, c, k in prefills], dtype=np.int64)
-            chunks, cached = pairs[:, 0], pairs[:, 1]
+            chunks = np.array([c for _, c, _ in prefills], dtype=np.int64)
+            cached = np.array([k for _, _, k in prefills], dtype=np.int64)
         else:
             chunks = cached = _EMPTY
-        batch = StepBatch(ctx, chunks, cached, self.q)
+        batch = StepBatch(ctx, chunks, cached, self.q, ctx_sum)
         dt = self.timer.step_s(batch) + plan.extra_s
         self.series.record(now, ctx.size + chunks.size, self.kv.used_blocks, len(waiting))
         if self.speculative and plan.decode:

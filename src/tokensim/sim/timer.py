@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -20,13 +20,22 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 _sum = np.add.reduce
 
 
-@dataclass(frozen=True)
-class StepBatch:
-    """One engine step: the decoding sequences and the prefill chunks scheduled together."""
+class StepBatch(NamedTuple):
+    """One engine step: the decoding sequences and the prefill chunks scheduled together.
+
+    An immutable tuple (the simulator builds one per step; a frozen dataclass cost it a few
+    times more)."""
     decode_context_tokens: np.ndarray   # int, per decoding sequence: tokens already in its KV cache before this step
     prefill_chunk_tokens: np.ndarray    # int, per prefill chunk scheduled this step: its new tokens
     prefill_cached_tokens: np.ndarray   # int, per chunk: its request's tokens already in cache (earlier chunks, prefix hits)
     query_tokens_per_decode: int = 1    # 1, or 1 + draft tokens under speculative decoding (verify step)
+    decode_context_sum: int = -1        # sum of decode_context_tokens where the caller keeps it (-1: summed here)
+
+    @property
+    def context_sum(self) -> int:
+        """Tokens the decoding sequences attend to in all (the sum of their contexts)."""
+        s = self.decode_context_sum
+        return int(_sum(self.decode_context_tokens)) if s < 0 else s
 
     @property
     def num_decode_seqs(self) -> int:
@@ -103,7 +112,7 @@ class AffineTimer:
         n_decode = len(contexts)
         n_chunks = len(chunks)
         tokens = n_decode * batch.query_tokens_per_decode
-        attended = float(_sum(contexts)) if n_decode else 0.0
+        attended = float(batch.context_sum) if n_decode else 0.0
         if n_chunks:
             for chunk, cached in zip(chunks.tolist(), batch.prefill_cached_tokens.tolist(), strict=True):
                 tokens += chunk

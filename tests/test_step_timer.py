@@ -88,3 +88,17 @@ def test_busiest_rank_holds_the_even_share_or_one_whole_request():
     assert busiest_rank_share(0.0, 8) == 0.0 and busiest_rank_share(3.0, 1) == 3.0
     one = Batch.on_busiest_rank(1, 5.0, 1.0, prefill_tokens=300.0)
     assert (one.decode_seqs, one.prefill_seqs, one.moe_tokens_for(1)) == (5.0, 1.0, 305.0)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_run_of_decode_steps_is_priced_step_by_step(exact):
+    """decode_run_s (the simulator's skip-ahead through pure-decode runs) gives, for step j, exactly what step_s gives
+    a decode batch of contexts + j, in the cached and the exact mode: the skip changes no simulated figure."""
+    rng = np.random.default_rng(3)
+    timer = _timer(model="qwen3-32b", hw="h200", tp=2, exact=exact)
+    for nd in (1, 7, 130):
+        ctx = rng.integers(1, 20000, nd)
+        run = timer.decode_run_s(ctx, 300)
+        one_by_one = [timer.step_s(StepBatch(ctx + j, EMPTY, EMPTY)) for j in range(300)]
+        assert run.tolist() == one_by_one
+    assert timer.decode_run_s(EMPTY, 3).tolist() == [0.0, 0.0, 0.0]      # step_s of an empty batch is no time

@@ -102,6 +102,28 @@ class CostModelTimer:
             t = self._cache[key] = self._time(key)
         return t
 
+    def decode_run_s(self, contexts: np.ndarray, n_steps: int) -> np.ndarray:
+        """Times of `n_steps` pure-decode steps over `contexts`, each step one token longer: step j priced exactly as
+        `step_s` prices a decode batch of contexts + j (same key, same cache), without building each batch. The
+        simulator asks for these to skip ahead through runs of decode steps with nothing else happening."""
+        nd = int(contexts.size)
+        if nd == 0 or n_steps <= 0:
+            return np.zeros(max(n_steps, 0))
+        total = int(contexts.sum())
+        if self.exact:
+            return np.array([self._priced(nd, (total + nd * j) / nd, 0, 0.0, 0.0, 0.0, 1) for j in range(n_steps)])
+        cache, out = self._cache, []
+        last, t = -1, 0.0
+        for j in range(n_steps):
+            i = _bucket((total + nd * j) / nd)
+            if i != last:
+                key = (nd, i, 0, 0, 0, 0, 1)
+                known = cache.get(key)
+                t = cache[key] = self._time(key) if known is None else known
+                last = i
+            out.append(t)
+        return np.array(out, dtype=np.float64)
+
     @property
     def cached_steps(self) -> int:
         return len(self._cache)

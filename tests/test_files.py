@@ -15,6 +15,7 @@ from tokensim.cli import app, default_fitted_path
 from tokensim.errors import TokensimError
 from tokensim.output import plots
 from tokensim.output.files import atomic_open, atomic_outputs, atomic_write, check_target, user_data_dir
+from tokensim.validate.fit import PARAMS
 
 try:
     runner = CliRunner(mix_stderr=False)     # click < 8.2 mixes stderr into stdout unless told not to
@@ -192,6 +193,9 @@ def test_fit_writes_where_o_says_and_reports_it_in_json(tmp_path, few_measuremen
     result = runner.invoke(app, ["fit", "--measurements", str(few_measurements), "--no-loso", "--no-serving", "-o", str(target), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["written_to"] == str(target)
+    # no terminal under the runner: the plain progress line goes to stderr, once at the end of a quick fit
+    # (two sweeps, one tick per constant each; no refits left out)
+    assert result.stderr.splitlines()[-1].startswith(f"fitting: {2 * len(PARAMS)}/{2 * len(PARAMS)} (100%)")
     assert "[constants." in target.read_text(encoding="utf-8") and listing(tmp_path) == ["m.csv", "mine.toml"]
 
 

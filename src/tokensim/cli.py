@@ -511,13 +511,14 @@ def fit(
     json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> None:
     """Fit the empirical constants and the engine profiles on the measurements and the measured serving runs; write
-    fitted.toml with its report and residuals (about an hour on 2 cores with the out-of-sample refits)."""
+    fitted.toml with its report and residuals (one to two hours on 2 cores with the out-of-sample refits; where no
+    progress bar can be drawn, a progress line on stderr every minute)."""
     import tempfile
 
     from tokensim.output.files import atomic_write
     from tokensim.output.progress import progress_bar
     from tokensim.validate.fit import PARAMS, buildable, source_groups
-    from tokensim.validate.fit_report import run_fit
+    from tokensim.validate.fit_report import run_fit, serving_cases
     from tokensim.validate.run import shipped_measurements
 
     target = _fit_target(out_path)
@@ -526,8 +527,10 @@ def fit(
         _readable(serving, "--serving")
     silicon = False if no_serving else serving
     n_groups = len(set(source_groups(buildable(path)).values())) if loso else 0
-    n_pairs = 10 if loso and not no_serving else 0
-    with progress_bar("fitting", 2 * len(PARAMS) + n_groups + n_pairs, enabled=not json_out) as tick:
+    n_pairs = len({c.pair for c in serving_cases(silicon)}) if loso and not no_serving else 0
+    # over an hour on 2 cores: a line on stderr every minute where no bar can be drawn (a log, a pipe, --json)
+    with progress_bar("fitting", 2 * len(PARAMS) + n_groups + n_pairs, enabled=not json_out,
+                      plain_every_s=60.0) as tick:
         with tempfile.TemporaryDirectory(prefix="tokensim-fit-") as scratch:   # the library writes; we move it in place
             written = Path(scratch) / "fitted.toml"
             report = run_fit(path, written, loso=loso, progress=tick, silicon_path=silicon)

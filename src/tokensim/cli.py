@@ -511,7 +511,7 @@ def fit(
     json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> None:
     """Fit the empirical constants and the engine profiles on the measurements and the measured serving runs; write
-    fitted.toml with its report and residuals (one to two hours on 2 cores with the out-of-sample refits; where no
+    fitted.toml with its report and residuals (one to three hours on 2 cores with the out-of-sample refits; where no
     progress bar can be drawn, a progress line on stderr every minute)."""
     import tempfile
 

@@ -96,7 +96,9 @@ class CostModelTimer:
         q = int(batch.query_tokens_per_decode)
         if self.exact:
             return self._priced(nd, mean_ctx, npf, mean_chunk, mean_cached, position, q)
-        key = (nd, _bucket(mean_ctx), npf, _bucket(mean_chunk), _bucket(mean_cached), _bucket(position), q)
+        return self._cached((nd, _bucket(mean_ctx), npf, _bucket(mean_chunk), _bucket(mean_cached), _bucket(position), q))
+
+    def _cached(self, key: tuple) -> float:
         t = self._cache.get(key)
         if t is None:
             t = self._cache[key] = self._time(key)
@@ -112,15 +114,12 @@ class CostModelTimer:
         total = int(contexts.sum())
         if self.exact:
             return np.array([self._priced(nd, (total + nd * j) / nd, 0, 0.0, 0.0, 0.0, 1) for j in range(n_steps)])
-        cache, out = self._cache, []
+        out = []
         last, t = -1, 0.0
         for j in range(n_steps):
             i = _bucket((total + nd * j) / nd)
-            if i != last:
-                key = (nd, i, 0, 0, 0, 0, 1)
-                known = cache.get(key)
-                t = cache[key] = self._time(key) if known is None else known
-                last = i
+            if i != last:                       # the mean grows a token a step: a new bucket every ~mean / 128 steps
+                t, last = self._cached((nd, i, 0, 0, 0, 0, 1)), i
             out.append(t)
         return np.array(out, dtype=np.float64)
 

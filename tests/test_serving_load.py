@@ -140,3 +140,32 @@ def test_left_out_tpot_reported_is_the_steady_state_estimate_not_the_objective(c
     expected = np.log(steady_tpot(list(runs), shipped) / measured)
     assert np.allclose(errs["tpot"], expected, rtol=0, atol=1e-12)
     assert not np.allclose(errs["tpot"], expected + np.log(2.0), rtol=0, atol=0.1)
+
+
+def test_interleaved_shares_cover_every_index_once():
+    """The fit deals the runs into shares i, i + k, i + 2k, ...: every run once, no empty share, k capped at n."""
+    from tokensim.validate.pool import interleaved
+
+    assert interleaved(7, 3) == [[0, 3, 6], [1, 4], [2, 5]]
+    assert interleaved(2, 8) == [[0], [1]]
+    shares = interleaved(101, 8)
+    assert sorted(i for s in shares for i in s) == list(range(101)) and all(shares)
+
+
+def test_fit_simulations_are_the_same_in_two_processes(cases, table):
+    """The fit's simulations of the serving runs (`fit.simulated`, three passes over every run) may run in a process
+    pool; each run is simulated alone from its own seed, so two processes must give exactly the results one gives,
+    in the runs' order, including a run that cannot be laid out (None)."""
+    from tokensim.validate.fit import simulate_runs, simulated
+
+    picked = [c for i, c in enumerate(cases) if i % 97 == 0][:12]
+    assert len({c.pair for c in picked}) >= 3
+    big = next(c for c in cases if c.run.model == "deepseek-r1" and c.run.system == "h200")
+    unfit = replace(big, deployment=replace(big.deployment, tp=1, ep=1, attn_dp=1))     # 671B on one H200
+    picked.insert(5, unfit)
+    one = simulate_runs(picked, table, workers=1)
+    two = simulate_runs(picked, table, workers=2)
+    assert one == two and one[5] is None and all(r is not None for i, r in enumerate(one) if i != 5)
+    assert one[0] == (simulate_case(picked[0], table).ttft_s, simulate_case(picked[0], table).tpot_s)
+    data = FitData.of((), picked)
+    assert simulated(data, table, workers=1) == simulated(data, table, workers=2)

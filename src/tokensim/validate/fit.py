@@ -13,6 +13,7 @@ own ConstantsTable: nothing shared changes while a fit runs.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -135,40 +136,71 @@ def _base_value(p: Param, table: ConstantsTable) -> float:
     return getattr(table.constants_for(family, kind if family else "", p.engine, vendor), p.name)
 
 
-def pinned(data: FitData, table: ConstantsTable, simulate: bool = False) -> FitData:
+def pinned(data: FitData, table: ConstantsTable, simulate: bool = False, workers: int | None = 1) -> FitData:
     """The data with frontier rows pinned at the operating point `table` chooses; with `simulate`, every serving run
-    simulated at `table` (`simulated`) for its TPOT ratio and light-load step count."""
+    simulated at `table` (`simulated`, in `workers` processes) for its TPOT ratio and light-load step count."""
     data = replace(data, published=tuple(freeze(c, table) for c in data.published))
     if not (simulate and data.tpot):
         return data
-    ratio, steps = simulated(data, table)
+    ratio, steps = simulated(data, table, workers)
     return replace(data, tpot_ratio=ratio, light_steps=steps)
 
 
-def simulated(data: FitData, table: ConstantsTable) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Each serving run simulated as its benchmark measured it (`validate.load.simulate_case`): its simulated TPOT
-    over the steady-state estimate, and for each light-load run its simulated TTFT beyond the request path over
-    `light_ttft`'s one wait and one prefill step (how many the closed loop really takes: cohorts of chunked prompts
-    span two steps). Ratios are clipped to [1/4, 4]; 1 where a run cannot be simulated."""
+SIMULATION_CHUNKS_PER_WORKER = 32   # tasks per process: runs differ in cost 100-fold, so small shares finish evenly
+
+
+def _simulate_runs(args) -> list[tuple[float, float] | None]:
+    """(TTFT, TPOT) of each serving run simulated at the table (None where it cannot be laid out)."""
+    cases, table = args
     from tokensim.errors import TokensimError
+    from tokensim.validate.load import simulate_case
+
+    out: list[tuple[float, float] | None] = []
+    for c in cases:
+        try:
+            r = simulate_case(c, table)
+            out.append((r.ttft_s, r.tpot_s))
+        except TokensimError:
+            out.append(None)
+    return out
+
+
+def simulate_runs(cases, table: ConstantsTable, workers: int | None = 1) -> list[tuple[float, float] | None]:
+    """`_simulate_runs` over `cases`, spread over `workers` processes (None: the CPU count) in interleaved shares;
+    each run is simulated alone from its own seed, so the result is the same for any number of workers."""
+    from tokensim.validate.pool import interleaved, pool_map
+
+    cases = list(cases)
+    workers = workers or os.cpu_count() or 1
+    if workers <= 1 or len(cases) < 2:
+        return _simulate_runs((cases, table))
+    shares = interleaved(len(cases), workers * SIMULATION_CHUNKS_PER_WORKER)
+    out: list[tuple[float, float] | None] = [None] * len(cases)
+    done = pool_map(_simulate_runs, [([cases[i] for i in share], table) for share in shares], None, workers)
+    for share, results in zip(shares, done, strict=True):
+        for i, r in zip(share, results, strict=True):
+            out[i] = r
+    return out
+
+
+def simulated(data: FitData, table: ConstantsTable,
+              workers: int | None = 1) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Each serving run simulated as its benchmark measured it (`validate.load.simulate_case`, in `workers`
+    processes): its simulated TPOT over the steady-state estimate, and for each light-load run its simulated TTFT
+    beyond the request path over `light_ttft`'s one wait and one prefill step (how many the closed loop really takes:
+    cohorts of chunked prompts span two steps). Ratios are clipped to [1/4, 4]; 1 where a run cannot be simulated."""
     from tokensim.perf.constants import for_hardware
     from tokensim.specs.hardware.catalog import catalog
-    from tokensim.validate.load import simulate_case
     from tokensim.validate.serving import light_ttft, steady_tpot
 
-    sims = {}
-    for c in data.tpot:
-        try:
-            sims[id(c)] = simulate_case(c, table)
-        except TokensimError:
-            pass
+    sims = {id(c): r for c, r in zip(data.tpot, simulate_runs(data.tpot, table, workers), strict=True) if r}
     steady = steady_tpot(list(data.tpot), table)
-    ratio = tuple(_clip(sims[id(c)].tpot_s / s) if id(c) in sims else 1.0 for c, s in zip(data.tpot, steady, strict=True))
+    ratio = tuple(_clip(sims[id(c)][1] / s) if id(c) in sims else 1.0 for c, s in zip(data.tpot, steady, strict=True))
     steps = []
     for c in data.ttft_light:
         path = for_hardware(catalog()[c.run.system], c.deployment.engine, table).request_overhead_s
         core = light_ttft([c], table)[0] - path
-        steps.append(_clip((sims[id(c)].ttft_s - path) / core) if id(c) in sims and core > 0 else 1.0)
+        steps.append(_clip((sims[id(c)][0] - path) / core) if id(c) in sims and core > 0 else 1.0)
     return ratio, tuple(steps)
 
 
@@ -177,17 +209,19 @@ def _clip(x: float) -> float:
 
 
 def fit(data: FitData, start: dict[Param, float], sweeps: int = 2, steps: int = 9, only=None,
-        progress=None, simulate: bool = True, bracket: float | None = None) -> dict[Param, float]:
+        progress=None, simulate: bool = True, bracket: float | None = None,
+        workers: int | None = 1) -> dict[Param, float]:
     """Coordinate descent over PARAMS (or `only` of them, the others held at `start`); a constant that moves no row of
     `data` takes its prior (constants.toml, the engine profile), not `start`. With `simulate`, each sweep first
     measures the light-load runs' step counts on the simulator at the current constants (`pinned`), so that the
     fitted TTFT is the simulator's; without, `data.light_steps` is kept. `bracket`: search each constant within that
-    factor of its start (inside its bounds) instead of over its whole range (a refit from a fitted start)."""
+    factor of its start (inside its bounds) instead of over its whole range (a refit from a fitted start). `workers`:
+    processes for the simulations (None: the CPU count)."""
     values = dict(start)
     priors = start_values()
     todo = [p for p in PARAMS if only is None or p in only]
     for _ in range(sweeps):
-        current = pinned(data, table_for(values), simulate=simulate)
+        current = pinned(data, table_for(values), simulate=simulate, workers=workers)
         for p in todo:
             rows = affected(p, current, FITTED_LEVELS)
             if len(rows):

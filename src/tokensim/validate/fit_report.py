@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import os
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -30,6 +29,7 @@ from tokensim.validate.fit import (
     table_for,
 )
 from tokensim.validate.objective import FitData, log_errors
+from tokensim.validate.pool import pool_map
 from tokensim.validate.run import evaluate_row, summarize
 from tokensim.validate.uncertainty import batch_regime
 
@@ -112,25 +112,6 @@ def _group_task(args) -> tuple:
     return group, [evaluate_row(c.row, held) for c in cases if group_of[c.row.id] == group]
 
 
-def pool_map(fn, tasks, progress, workers: int | None):
-    """fn over tasks in a process pool of `workers` (default: the CPU count; 1: in this process), ticking progress as
-    each finishes; results in task order."""
-    workers = workers or os.cpu_count() or 1
-    if workers <= 1 or len(tasks) <= 1:
-        out = []
-        for t in tasks:
-            out.append(fn(t))
-            if progress:
-                progress()
-        return out
-    from concurrent.futures import ProcessPoolExecutor
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(fn, t) for t in tasks]
-        for f in futures:
-            f.add_done_callback(lambda _f: progress() if progress else None)
-        return [f.result() for f in futures]
-
-
 def leave_pair_out(data: FitData, fitted: dict[Param, float], progress=None, workers: int | None = None) -> dict:
     """Every serving run predicted with its (system, engine) pair left out of the fit: ln(predicted / measured) of its
     steady-state TPOT, light-load TTFT, and simulated TTFT and TPOT; and, per pair, the constants that refit changed
@@ -169,9 +150,9 @@ def run_fit(path, out_path: Path, loso: bool = True, progress=None, silicon_path
     shipped silicon_dev.csv; False: none), report in-sample and out-of-sample errors, write `out_path`."""
     published = buildable(path)
     data = FitData.of(published, serving_cases(silicon_path))
-    fitted = fit(data, start_values(), progress=progress)
+    fitted = fit(data, start_values(), progress=progress, workers=workers)
     table = table_for(fitted)
-    data = pinned(data, table, simulate=True)          # the step counts at the fitted constants, for every report
+    data = pinned(data, table, simulate=True, workers=workers)   # the step counts at the fitted constants, for every report
     results = [evaluate_row(c.row, table) for c in published]
     summary = summarize(results)
     group_of = source_groups(published)

@@ -17,7 +17,7 @@ from functools import cache
 import numpy as np
 
 from tokensim.perf.context import KV_CORE, Context
-from tokensim.perf.ops import Num, OpCost
+from tokensim.perf.ops import Num, OpCost, any_true, is_scalar
 from tokensim.specs.model.spec import Attention, DenseFFN, Layer, LinearMixer, MoE
 
 
@@ -89,7 +89,7 @@ def busiest_rank_share(total, ranks):
     share total / ranks, but a whole item wherever there is one (a rank holds whole requests; engines hand each
     new request to one rank: SGLang's round robin, vLLM's least-loaded engine core, TensorRT-LLM's attention-DP
     balancing). Deployment.seqs_per_rank rounds a static batch up the same way."""
-    if np.ndim(total) == 0 and np.ndim(ranks) == 0:
+    if is_scalar(total) and is_scalar(ranks):
         return max(total / ranks, min(total, 1.0))
     total = np.asarray(total, dtype=float)
     return np.maximum(total / ranks, np.minimum(total, 1.0))
@@ -116,12 +116,12 @@ def launch_s(ctx: Context, kernel_key: str) -> float:
 
 def needed(mask) -> bool:
     """Whether an optional op is needed at all: a Python bool, or any element of a mask array."""
-    return bool(np.any(mask))
+    return any_true(mask)
 
 
 def gated(op: OpCost, mask) -> OpCost:
     """The op where `mask` holds, nothing elsewhere (identity for a scalar True)."""
-    if np.ndim(mask) == 0:
+    if is_scalar(mask):
         return op
     m = np.asarray(mask, dtype=float)
     return OpCost(op.name, op.bytes * m, op.flops * m, op.comm_bytes * m, op.link, op.t_memory_s * m,
@@ -161,7 +161,7 @@ def compute_op(ctx: Context, name: str, nbytes, flops, group: str, kernel_key: s
     s_per_flop = rate.s_per_flop + (rate.s_per_flop_prefill / prefill_rate_ratio - rate.s_per_flop) * prefill_share
     bw = ctx.bytes_per_s if bytes_per_s is None else bytes_per_s
     eff = gemm_efficiency(ctx, rows, inner) * scale
-    if np.ndim(eff) == 0 and np.ndim(flops) == 0:
+    if is_scalar(eff) and is_scalar(flops):
         t_compute = flops * s_per_flop / eff if flops else 0.0         # no tokens, no work (and no 0 / 0)
     else:
         t_compute = np.divide(flops * s_per_flop, eff, out=np.zeros(np.broadcast_shapes(np.shape(flops), np.shape(eff),
@@ -185,7 +185,7 @@ def elementwise_op(ctx: Context, nbytes) -> OpCost:
 def prefill_share(b: Batch):
     """Share of the batch's new tokens that are prompt tokens (0 for pure decode, 1 for pure prefill)."""
     tokens = b.tokens
-    if np.ndim(tokens) == 0:
+    if is_scalar(tokens):
         return float(b.new_prefill_tokens / tokens) if tokens else 0.0
     return np.divide(b.new_prefill_tokens, tokens, out=np.zeros(np.shape(tokens)), where=np.asarray(tokens) > 0)
 
@@ -239,7 +239,7 @@ def decode_kv_reads(ctx: Context, att: Attention) -> Num:
 
 
 def _share(part, total):
-    if np.ndim(total) == 0 and np.ndim(part) == 0:
+    if is_scalar(total) and is_scalar(part):
         return float(part / total) if total else 0.0
     total = np.asarray(total, dtype=float)
     return np.divide(part, total, out=np.zeros(np.broadcast_shapes(np.shape(part), total.shape)), where=total > 0)
@@ -263,7 +263,7 @@ def attention_ops(ctx: Context, att: Attention, b: Batch) -> list[OpCost]:
     # prefill: new tokens write their KV; a chunk after earlier chunks (or a prefix hit) reads what they cached
     pos = b.position
     nbytes = nbytes + b.new_prefill_tokens * entry
-    if np.any(b.prefill_cached):
+    if any_true(b.prefill_cached):
         nbytes = nbytes + b.prefill_seqs * (att.read_entries(b.prefill_cached) * entry
                                             + att.cached_entries(b.prefill_cached) * index_entry)
     prefill_pair = pair
@@ -359,7 +359,7 @@ def expert_rank_imbalance(slots: Num, top_k: int, ep: Num, moe_tokens: Num, expe
     group_share = np.minimum(ep_arr / groups, 1.0) if groups > 1 else 0.0
     cv = np.sqrt(expert_load_cv ** 2 * (ep_arr / slots + group_share) + ep_arr / pairs)
     out = np.where(ep_arr > 1, np.minimum(1.0 + z * cv, ep_arr), 1.0)
-    return float(out) if np.ndim(out) == 0 else out
+    return float(out) if is_scalar(out) else out
 
 
 def moe_ops(ctx: Context, moe: MoE, b: Batch) -> list[OpCost]:
@@ -456,7 +456,7 @@ def hide_comm(ops: list[OpCost], overlap=True) -> list[OpCost]:
         return ops
     exposed = np.maximum(0.0, comm - work) / np.where(comm > 0, comm, 1.0)
     exposed = np.where(overlap, exposed, 1.0)
-    if np.ndim(exposed) == 0:
+    if is_scalar(exposed):
         exposed = float(exposed)
     return [o if not needed(o.t_comm_s) else OpCost(o.name, o.bytes, o.flops, o.comm_bytes, o.link, 0.0, 0.0,
                                                     o.t_comm_s * exposed, o.t_fixed_s)

@@ -10,6 +10,19 @@ import numpy as np
 # deployments (every formula runs unchanged on both).
 Num: TypeAlias = Any
 
+_SCALARS = (int, float, bool, np.number, np.bool_)
+
+
+def is_scalar(x) -> bool:
+    """np.ndim(x) == 0, without np.ndim's array conversion for the plain numbers of one deployment (the simulator and
+    the fit price one step at a time, and ask this a few hundred times a step)."""
+    return isinstance(x, _SCALARS) or np.ndim(x) == 0
+
+
+def any_true(mask) -> bool:
+    """bool(np.any(mask)), with the same shortcut for a plain number or bool."""
+    return bool(mask) if isinstance(mask, _SCALARS) else bool(np.any(mask))
+
 
 @dataclass(frozen=True)
 class OpCost:
@@ -28,7 +41,7 @@ class OpCost:
         if isinstance(self.t_memory_s, float) and isinstance(self.t_compute_s, float):
             return max(self.t_memory_s, self.t_compute_s) + self.t_comm_s + self.t_fixed_s
         t = np.maximum(self.t_memory_s, self.t_compute_s) + self.t_comm_s + self.t_fixed_s
-        return float(t) if np.ndim(t) == 0 else t
+        return float(t) if is_scalar(t) else t
 
     @property
     def busy_s(self) -> Num:

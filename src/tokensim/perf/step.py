@@ -11,7 +11,7 @@ import numpy as np
 
 from tokensim.perf.context import Context
 from tokensim.perf.layers import Batch, comm_op, layer_ops, needed, weight_op
-from tokensim.perf.ops import OpCost, OpSummary, summarize
+from tokensim.perf.ops import OpCost, OpSummary, any_true, is_scalar, summarize
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def step_cost(ctx: Context, batch: Batch, head: bool = True) -> StepCost:
             # kernels itself, and the stage takes at least that long
             dispatch = ctx.k.eager_layer_overhead_s * sum(group.values())
             floored = np.where(np.asarray(batch.prefill_seqs) > 0, np.maximum(t, dispatch), t)
-            t = float(floored) if np.ndim(floored) == 0 else floored  # type: ignore[assignment]  # arrays in the planner
+            t = float(floored) if is_scalar(floored) else floored  # type: ignore[assignment]  # arrays in the planner
         stage_s.append(t)
         stage_bytes.append(b)
         stage_flops.append(f)
@@ -89,6 +89,6 @@ def step_cost(ctx: Context, batch: Batch, head: bool = True) -> StepCost:
         hop = hop_op.time_s
     # host time per step: a fixed part plus a part per running sequence (scheduling, sampling, detokenizing)
     host = ctx.k.host_overhead_s + ctx.k.host_overhead_per_seq_s * batch.seqs * ctx.dep.attn_dp
-    if np.any(host):
+    if any_true(host):
         ops.append((OpCost("host", 0.0, 0.0, 0.0, "", 0.0, 0.0, 0.0, host), 1))
     return StepCost(tuple(stage_s), hop, host, tuple(ops), tuple(stage_bytes), tuple(stage_flops), tuple(stage_busy))

@@ -1,0 +1,53 @@
+"""The two units of work `tokensim fit` repeats, timed: one evaluation of the objective on the rows a constant moves
+(the golden-section search makes about 11 per constant per sweep in sample, 9 per refit out of sample), and the
+serving runs simulated at one set of constants (three full passes in sample, each pair's runs again out of sample).
+
+Run: python benchmarks/fit.py [--runs N] [--workers W]
+CPU seconds are this process's own; the pool's wall time is what the fit waits for.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from tokensim.validate.fit import FITTED_LEVELS, PARAMS, buildable, pinned, simulate_runs, start_values, table_for
+from tokensim.validate.fit_report import serving_cases
+from tokensim.validate.objective import FitData, affected, loss
+from tokensim.validate.run import shipped_measurements
+
+
+def main(runs: int, workers: int) -> None:
+    cases = serving_cases(None)
+    data = FitData.of(buildable(shipped_measurements()), cases)
+    values = start_values()
+    current = pinned(data, table_for(values))
+    start, n_rows = time.process_time(), 0
+    for p in PARAMS:
+        rows = affected(p, current, FITTED_LEVELS)
+        n_rows += len(rows)
+        loss(rows, table_for(values))
+    took = time.process_time() - start
+    print(f"objective: one evaluation per constant ({len(PARAMS)} constants, {n_rows} rows in all): {took:.1f} s CPU, "
+          f"{took / len(PARAMS):.2f} s per constant")
+    sample = cases[:: max(1, len(cases) // runs)]
+    table = table_for(values)
+    start = time.process_time()
+    one = simulate_runs(sample, table, workers=1)
+    cpu = time.process_time() - start
+    print(f"simulation: {len(sample)} of {len(cases)} serving runs in one process: {cpu:.1f} s CPU "
+          f"({cpu / len(sample) * 1e3:.0f} ms a run; all {len(cases)}: about {cpu / len(sample) * len(cases) / 60:.1f} min)")
+    if workers > 1:
+        wall = time.perf_counter()
+        many = simulate_runs(sample, table, workers=workers)
+        wall = time.perf_counter() - wall
+        print(f"simulation: the same runs in {workers} processes: {wall:.1f} s wall "
+              f"({'the same results' if many == one else 'DIFFERENT results'})")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=176, help="serving runs to simulate (an even sample)")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes for the second pass")
+    a = ap.parse_args()
+    main(a.runs, a.workers)

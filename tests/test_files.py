@@ -204,3 +204,17 @@ def test_default_fitted_path_is_outside_the_package(monkeypatch, tmp_path):
     assert default_fitted_path() == tmp_path / "tokensim" / "fitted.toml"
     package = Path(str(resources.files("tokensim")))
     assert package not in default_fitted_path().parents
+
+
+def test_fit_gives_the_same_file_in_one_process_or_two(tmp_path, few_measurements):
+    """--workers spreads the simulations and the out-of-sample refits over processes; each is deterministic and put
+    back in order, so the written fit (constants, report, out-of-sample residuals) must not depend on the count."""
+    texts = []
+    for n in (1, 2):
+        target = tmp_path / f"w{n}.toml"
+        result = runner.invoke(app, ["fit", "--measurements", str(few_measurements), "--no-serving", "--workers", str(n),
+                                     "-o", str(target)])
+        assert result.exit_code == 0, result.output
+        texts.append(target.read_text(encoding="utf-8"))
+    assert texts[0] == texts[1] and "log_ratio_out_of_sample" in texts[0]
+    one_line_failure(["fit", "--measurements", str(few_measurements), "--workers", "0"], "--workers")

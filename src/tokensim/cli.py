@@ -509,6 +509,9 @@ def fit(
                                        "to fit on beside the measurements (default: the shipped silicon_dev.csv)"),
     no_serving: bool = typer.Option(False, "--no-serving", help="fit on the published measurements alone"),
     json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
+    workers: int | None = typer.Option(None, "--workers", min=1, show_default=False,
+                                       help="processes for the simulations and the out-of-sample refits [default: the "
+                                            "CPU count]; any count gives the same fit"),
 ) -> None:
     """Fit the empirical constants and the engine profiles on the measurements and the measured serving runs; write
     fitted.toml with its report and residuals (one to three hours on 2 cores with the out-of-sample refits; where no
@@ -533,7 +536,7 @@ def fit(
                       plain_every_s=60.0) as tick:
         with tempfile.TemporaryDirectory(prefix="tokensim-fit-") as scratch:   # the library writes; we move it in place
             written = Path(scratch) / "fitted.toml"
-            report = run_fit(path, written, loso=loso, progress=tick, silicon_path=silicon)
+            report = run_fit(path, written, loso=loso, progress=tick, silicon_path=silicon, workers=workers)
             text = written.read_text(encoding="utf-8")
     if not out_path:
         try:

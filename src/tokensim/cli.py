@@ -501,8 +501,8 @@ def _fitted_hint(target: Path) -> str:
 def fit(
     measurements: str | None = typer.Option(None, "--measurements", help="CSV to fit on (default: the shipped one)"),
     out_path: str | None = typer.Option(None, "--out", "-o", show_default=False,
-                                        help="where to write fitted.toml [default: $XDG_DATA_HOME/tokensim/fitted.toml, "
-                                             "else ~/.local/share/tokensim/fitted.toml]"),
+                                        help="where to write fitted.toml (default: $XDG_DATA_HOME/tokensim/fitted.toml, "
+                                             "else ~/.local/share/tokensim/fitted.toml)"),
     loso: bool = typer.Option(True, help="also report out-of-sample errors (each source group, and each (system, "
                               "engine) pair of the serving runs, left out of the fit)"),
     serving: str | None = typer.Option(None, "--serving", help="serving runs in aiconfigurator's silicon_sample layout "
@@ -510,8 +510,8 @@ def fit(
     no_serving: bool = typer.Option(False, "--no-serving", help="fit on the published measurements alone"),
     json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
     workers: int | None = typer.Option(None, "--workers", min=1, show_default=False,
-                                       help="processes for the simulations and the out-of-sample refits [default: the "
-                                            "CPU count]; any count gives the same fit"),
+                                       help="processes for the simulations and the out-of-sample refits (default: the "
+                                            "CPU count); any count gives the same fit"),
 ) -> None:
     """Fit the empirical constants and the engine profiles on the measurements and the measured serving runs; write
     fitted.toml with its report and residuals (one to three hours on 2 cores with the out-of-sample refits; where no

@@ -150,6 +150,7 @@ def test_interleaved_shares_cover_every_index_once():
     assert interleaved(2, 8) == [[0], [1]]
     shares = interleaved(101, 8)
     assert sorted(i for s in shares for i in s) == list(range(101)) and all(shares)
+    assert interleaved(0, 4) == []
 
 
 def test_fit_simulations_are_the_same_in_two_processes(cases, table):

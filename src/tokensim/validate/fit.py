@@ -193,7 +193,8 @@ def simulated(data: FitData, table: ConstantsTable,
     from tokensim.specs.hardware.catalog import catalog
     from tokensim.validate.serving import light_ttft, steady_tpot
 
-    sims = {id(c): r for c, r in zip(data.tpot, simulate_runs(data.tpot, table, workers), strict=True) if r}
+    sims = {id(c): r for c, r in zip(data.tpot, simulate_runs(data.tpot, table, workers), strict=True)
+            if r is not None}
     steady = steady_tpot(list(data.tpot), table)
     ratio = tuple(_clip(sims[id(c)][1] / s) if id(c) in sims else 1.0 for c, s in zip(data.tpot, steady, strict=True))
     steps = []

@@ -27,7 +27,7 @@ def pool_map(fn, tasks, progress, workers: int | None):
 def interleaved(n: int, chunks: int) -> list[list[int]]:
     """Indices 0..n-1 dealt into `chunks` lists (i, i + chunks, i + 2 chunks, ...), so that runs of costly neighbours
     (a file's rows sorted by load) spread over the chunks; no empty chunk."""
-    chunks = max(1, min(chunks, n))
+    chunks = min(max(1, chunks), n)
     return [list(range(i, n, chunks)) for i in range(chunks)]
 
 

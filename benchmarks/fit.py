@@ -9,12 +9,12 @@ time, which a busy machine does not inflate.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 from tokensim.validate.fit import FITTED_LEVELS, PARAMS, buildable, pinned, simulate_runs, start_values, table_for
 from tokensim.validate.fit_report import serving_cases
 from tokensim.validate.objective import FitData, affected, loss
+from tokensim.validate.pool import available_cpus
 from tokensim.validate.run import shipped_measurements
 
 
@@ -48,6 +48,6 @@ def main(runs: int, workers: int) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=176, help="serving runs to simulate (an even sample)")
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes for the second pass")
+    ap.add_argument("--workers", type=int, default=available_cpus(), help="processes for the second pass")
     a = ap.parse_args()
     main(a.runs, a.workers)

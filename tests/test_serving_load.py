@@ -170,3 +170,19 @@ def test_fit_simulations_are_the_same_in_two_processes(cases, table):
     assert one[0] == (simulate_case(picked[0], table).ttft_s, simulate_case(picked[0], table).tpot_s)
     data = FitData.of((), picked)
     assert simulated(data, table, workers=1) == simulated(data, table, workers=2)
+
+
+def test_default_workers_are_the_cpus_this_process_may_use(monkeypatch):
+    """The fit's default pool counts the CPUs in this process's affinity mask (a container's or taskset's share), not
+    the machine's; where the platform has no affinity call it falls back to os.cpu_count()."""
+    import os
+
+    from tokensim.validate import pool
+
+    monkeypatch.setattr(pool.os, "sched_getaffinity", lambda pid: {3, 5}, raising=False)
+    assert pool.available_cpus() == 2
+    monkeypatch.delattr(pool.os, "sched_getaffinity")
+    monkeypatch.setattr(pool.os, "cpu_count", lambda: 6)
+    assert pool.available_cpus() == 6
+    monkeypatch.setattr(pool.os, "cpu_count", lambda: None)
+    assert pool.available_cpus() == 1 and os is pool.os

@@ -510,8 +510,8 @@ def fit(
     no_serving: bool = typer.Option(False, "--no-serving", help="fit on the published measurements alone"),
     json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
     workers: int | None = typer.Option(None, "--workers", min=1, show_default=False,
-                                       help="processes for the simulations and the out-of-sample refits (default: the "
-                                            "CPU count); any count gives the same fit"),
+                                       help="processes for the simulations and the out-of-sample refits (default: the CPUs "
+                                            "this process may use); any count gives the same fit"),
 ) -> None:
     """Fit the empirical constants and the engine profiles on the measurements and the measured serving runs; write
     fitted.toml with its report and residuals (one to three hours on 2 cores with the out-of-sample refits; where no

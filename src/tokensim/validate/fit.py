@@ -13,7 +13,6 @@ own ConstantsTable: nothing shared changes while a fit runs.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -166,12 +165,13 @@ def _simulate_runs(args) -> list[tuple[float, float] | None]:
 
 
 def simulate_runs(cases, table: ConstantsTable, workers: int | None = 1) -> list[tuple[float, float] | None]:
-    """`_simulate_runs` over `cases`, spread over `workers` processes (None: the CPU count) in interleaved shares;
-    each run is simulated alone from its own seed, so the result is the same for any number of workers."""
-    from tokensim.validate.pool import interleaved, pool_map
+    """`_simulate_runs` over `cases`, spread over `workers` processes (None: the CPUs this process may use) in
+    interleaved shares; each run is simulated alone from its own seed, so the result is the same for any number of
+    workers."""
+    from tokensim.validate.pool import available_cpus, interleaved, pool_map
 
     cases = list(cases)
-    workers = workers or os.cpu_count() or 1
+    workers = workers or available_cpus()
     if workers <= 1 or len(cases) < 2:
         return _simulate_runs((cases, table))
     shares = interleaved(len(cases), workers * SIMULATION_CHUNKS_PER_WORKER)

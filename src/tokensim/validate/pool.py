@@ -5,10 +5,19 @@ from __future__ import annotations
 import os
 
 
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask: a container's or `taskset`'s share, where os.cpu_count
+    counts the whole machine), at least 1."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:                # no affinity call on this platform (macOS, Windows)
+        return os.cpu_count() or 1
+
+
 def pool_map(fn, tasks, progress, workers: int | None):
-    """fn over tasks in a process pool of `workers` (default: the CPU count; 1: in this process), ticking progress as
-    each finishes; results in task order."""
-    workers = workers or os.cpu_count() or 1
+    """fn over tasks in a process pool of `workers` (default: the CPUs this process may use; 1: in this process),
+    ticking progress as each finishes; results in task order."""
+    workers = workers or available_cpus()
     if workers <= 1 or len(tasks) <= 1:
         out = []
         for t in tasks:
@@ -31,4 +40,4 @@ def interleaved(n: int, chunks: int) -> list[list[int]]:
     return [list(range(i, n, chunks)) for i in range(chunks)]
 
 
-__all__ = ["interleaved", "pool_map"]
+__all__ = ["available_cpus", "interleaved", "pool_map"]

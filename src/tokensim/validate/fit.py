@@ -217,7 +217,7 @@ def fit(data: FitData, start: dict[Param, float], sweeps: int = 2, steps: int = 
     measures the light-load runs' step counts on the simulator at the current constants (`pinned`), so that the
     fitted TTFT is the simulator's; without, `data.light_steps` is kept. `bracket`: search each constant within that
     factor of its start (inside its bounds) instead of over its whole range (a refit from a fitted start). `workers`:
-    processes for the simulations (None: the CPU count)."""
+    processes for the simulations (None: the CPUs this process may use)."""
     values = dict(start)
     priors = start_values()
     todo = [p for p in PARAMS if only is None or p in only]

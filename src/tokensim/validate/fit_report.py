@@ -24,6 +24,7 @@ from tokensim.validate.fit import (
     held_out,
     pinned,
     shipped_silicon,
+    simulate_runs,
     source_groups,
     start_values,
     table_for,
@@ -84,23 +85,15 @@ def _pair_task(args) -> tuple:
     """One (system, engine) pair left out: the refitted constants, and its runs predicted with them (steady-state
     TPOT, light-load TTFT, and every run simulated: TTFT and TPOT)."""
     data, fitted, pair = args
-    from tokensim.errors import TokensimError
-    from tokensim.validate.load import simulate_case
-
     values, test = held_out(data, fitted, _never, _InPair(pair))
     table = table_for(values)
     # the reported TPOT is the steady-state estimate itself, as in sample and as `validate --serving` prints it: the
     # objective's simulator ratio (pinned at the whole fit's constants) stays out of the report; it moves nothing else
     errs = log_errors(replace(test, tpot_ratio=()), table)
     sim_ttft, sim_tpot = [], []
-    for c in test.tpot:
-        try:
-            r = simulate_case(c, table)
-            sim_ttft.append(math.log(r.ttft_s / c.run.ttft_s))
-            sim_tpot.append(math.log(r.tpot_s / c.run.tpot_s))
-        except TokensimError:
-            sim_ttft.append(math.nan)
-            sim_tpot.append(math.nan)
+    for c, r in zip(test.tpot, simulate_runs(test.tpot, table), strict=True):   # this task is already one process
+        sim_ttft.append(math.log(r[0] / c.run.ttft_s) if r is not None else math.nan)
+        sim_tpot.append(math.log(r[1] / c.run.tpot_s) if r is not None else math.nan)
     return pair, values, errs, np.array(sim_ttft), np.array(sim_tpot)
 
 

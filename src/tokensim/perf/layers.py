@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 
 import numpy as np
 
@@ -35,17 +35,27 @@ class Batch:
     prefill_position: Num | None = None   # mean tokens a prefill query attends to; default cached + new / 2
     moe_tokens: Num | None = None      # tokens entering each MoE layer of a replica's stage; default tokens x attn_dp
 
-    @property
+    # Derived once per batch (a step's ops ask for them a few hundred times); cached_property writes the instance's
+    # __dict__, which a frozen dataclass allows, and leaves the fields (equality, replace) alone.
+    @cached_property
     def decode_tokens(self):
         return self.decode_seqs * self.query_per_decode
 
-    @property
+    @cached_property
     def new_prefill_tokens(self):
         return self.prefill_seqs * self.prefill_tokens
 
-    @property
+    @cached_property
     def tokens(self):
         return self.decode_tokens + self.new_prefill_tokens
+
+    @cached_property
+    def prefill_share(self):
+        """Share of the batch's new tokens that are prompt tokens (0 for pure decode, 1 for pure prefill)."""
+        tokens = self.tokens
+        if is_scalar(tokens):
+            return float(self.new_prefill_tokens / tokens) if tokens else 0.0
+        return np.divide(self.new_prefill_tokens, tokens, out=np.zeros(np.shape(tokens)), where=np.asarray(tokens) > 0)
 
     @property
     def seqs(self):
@@ -184,10 +194,7 @@ def elementwise_op(ctx: Context, nbytes) -> OpCost:
 
 def prefill_share(b: Batch):
     """Share of the batch's new tokens that are prompt tokens (0 for pure decode, 1 for pure prefill)."""
-    tokens = b.tokens
-    if is_scalar(tokens):
-        return float(b.new_prefill_tokens / tokens) if tokens else 0.0
-    return np.divide(b.new_prefill_tokens, tokens, out=np.zeros(np.shape(tokens)), where=np.asarray(tokens) > 0)
+    return b.prefill_share
 
 
 def weight_op(ctx: Context, name: str, params_per_chip, b: Batch, group: str, kernel_key: str | None = None,

@@ -19,7 +19,7 @@ class StepCost:
     stage_s: tuple[float, ...]     # time of each pipeline stage for this step (hops excluded)
     hop_s: float                   # one stage-to-stage transfer
     host_s: float                  # per step, outside the accelerators
-    ops: tuple[tuple[OpCost, int], ...]
+    per_layer_ops: tuple[tuple[OpCost, int], ...]   # each op of one layer (one hop), and how many times the step runs it
     stage_bytes: tuple[float, ...]   # bytes moved per chip in each stage
     stage_flops: tuple[float, ...]   # FLOPs per chip in each stage
     stage_busy_s: tuple[float, ...] = ()   # time a stage's chips move data, compute or communicate (floors excluded)
@@ -28,6 +28,12 @@ class StepCost:
     def latency_s(self) -> float:
         """One token through every stage: the per-user interval without pipelining."""
         return sum(self.stage_s) + (len(self.stage_s) - 1) * self.hop_s + self.host_s
+
+    @property
+    def ops(self) -> tuple[tuple[OpCost, int], ...]:
+        """Each op summed over its repeats (`OpCost.scaled`), with the repeat count; built on demand: a simulated
+        step or a fit's objective only needs the totals."""
+        return tuple((op if count == 1 else op.scaled(count), count) for op, count in self.per_layer_ops)
 
     def breakdown(self) -> tuple[OpSummary, ...]:
         return summarize(list(self.ops))
@@ -59,10 +65,12 @@ def step_cost(ctx: Context, batch: Batch, head: bool = True) -> StepCost:
         for layer, count in group.items():
             if layer not in per_layer:
                 lops = layer_ops(ctx, layer, batch)
-                per_layer[layer] = (lops, sum(o.time_s for o in lops), sum(o.bytes for o in lops),
-                                    sum(o.flops for o in lops), sum(o.busy_s for o in lops))
+                lt = lb = lf = lbusy = 0        # one pass, the same sums (and order) as sum() over each field
+                for o in lops:
+                    lt, lb, lf, lbusy = lt + o.time_s, lb + o.bytes, lf + o.flops, lbusy + o.busy_s
+                per_layer[layer] = (lops, lt, lb, lf, lbusy)
             lops, lt, lb, lf, lbusy = per_layer[layer]
-            ops.extend((op.scaled(count), count) for op in lops)
+            ops.extend((op, count) for op in lops)
             t, b, f, busy = t + lt * count, b + lb * count, f + lf * count, busy + lbusy * count
         if head and index == len(groups) - 1:
             # logits for every decode query token and for the last token of each prefill chunk
@@ -85,7 +93,7 @@ def step_cost(ctx: Context, batch: Batch, head: bool = True) -> StepCost:
         # one stage hands its activations to the next: a point-to-point transfer inside one replica
         hop_op = comm_op(ctx, "pp.hop", batch.tokens * model.hidden_size * ctx.act_bytes_per_elem, dep.stage_chips * dep.pp,
                          ctx.k.stage_hop_latency_s, peer=True)
-        ops.append((hop_op.scaled(dep.pp - 1), dep.pp - 1))
+        ops.append((hop_op, dep.pp - 1))
         hop = hop_op.time_s
     # host time per step: a fixed part plus a part per running sequence (scheduling, sampling, detokenizing)
     host = ctx.k.host_overhead_s + ctx.k.host_overhead_per_seq_s * batch.seqs * ctx.dep.attn_dp

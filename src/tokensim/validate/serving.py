@@ -300,9 +300,10 @@ def light_ttft(cases: list[ServingCase], constants: ConstantsTable | None = None
         prompts = (np.minimum(seqs, 1.0) if first.spread_arrivals
                    else np.minimum(prefill_step_tokens(seqs, dep.input_tokens, dep.engine) / dep.input_tokens, seqs))
         others = seqs - prompts
-        wait = np.where(others > 0, _step_s(ctx, others, np.zeros_like(seqs), dep), 0.0)
+        decodes, step = _steps_s(ctx, others, (np.zeros_like(seqs), prompts), dep)
+        wait = np.where(others > 0, decodes, 0.0)
         scale = 1.0 if steps is None else np.asarray([steps[i] for i in idx], dtype=float)
-        out[idx] = k.request_overhead_s + scale * (wait + _step_s(ctx, others, prompts, dep))
+        out[idx] = k.request_overhead_s + scale * (wait + step)
     return out
 
 
@@ -343,9 +344,20 @@ def cohort_step_s(ctx, seqs: np.ndarray, isl: int, osl: int, engine: str, spread
         share, prompts = np.clip(arrivals, 0.0, 1.0), np.clip(arrivals, 1.0, np.maximum(u / isl, 1.0))
     else:
         share, prompts = np.clip((seqs * isl / u - 1.0) / steps, 0.0, 1.0), u / isl
-    decode_only = _step_s(ctx, seqs, np.zeros_like(seqs), ctx.dep)
-    with_prefill = _step_s(ctx, seqs, prompts, ctx.dep)
+    decode_only, with_prefill = _steps_s(ctx, seqs, (np.zeros_like(seqs), prompts), ctx.dep)
     return (1.0 - share) * decode_only + share * with_prefill
+
+
+def _steps_s(ctx, seqs, prompts: tuple, dep) -> list[np.ndarray]:
+    """`_step_s` of `seqs` decodes beside each array of `prompts`, priced in one call of the cost model: each
+    element's arithmetic is the same as in its own call (every op is elementwise over the batch arrays), and one call
+    of arrays twice as long costs about what one call costs (the objective of `tokensim fit` makes thousands)."""
+    seqs = np.asarray(seqs, dtype=float)
+    n = seqs.size
+    both = _step_s(ctx, np.tile(seqs.ravel(), len(prompts)),
+                   np.concatenate([np.broadcast_to(np.asarray(p, dtype=float), seqs.shape).ravel() for p in prompts]),
+                   dep)
+    return [both[i * n:(i + 1) * n].reshape(seqs.shape) for i in range(len(prompts))]
 
 
 def _step_s(ctx, seqs, prompts, dep) -> np.ndarray:

@@ -1,5 +1,6 @@
 """The two units of work `tokensim fit` repeats, timed: one evaluation of the objective on the rows a constant moves
-(the golden-section search makes 13 per constant per sweep in sample, 9 per refit out of sample), and the
+(the golden-section search makes 13 per constant per sweep in sample, each split over the processes; 9 per refit out
+of sample, each refit in one process), and the
 serving runs simulated at one set of constants (three full passes in sample, each pair's runs again out of sample).
 
 Run: python benchmarks/fit.py [--runs N] [--workers W]
@@ -16,6 +17,7 @@ from tokensim.validate.fit_report import serving_cases
 from tokensim.validate.objective import FitData, affected, loss
 from tokensim.validate.pool import available_cpus
 from tokensim.validate.run import shipped_measurements
+from tokensim.validate.split_loss import SplitLoss
 
 
 def main(runs: int, workers: int) -> None:
@@ -23,14 +25,24 @@ def main(runs: int, workers: int) -> None:
     data = FitData.of(buildable(shipped_measurements()), cases)
     values = start_values()
     current = pinned(data, table_for(values))
-    start, n_rows = time.process_time(), 0
+    start, n_rows, serial = time.process_time(), 0, []
     for p in PARAMS:
         rows = affected(p, current, FITTED_LEVELS)
         n_rows += len(rows)
-        loss(rows, table_for(values))
+        serial.append(loss(rows, table_for(values)))
     took = time.process_time() - start
     print(f"objective: one evaluation per constant ({len(PARAMS)} constants, {n_rows} rows in all): {took:.1f} s CPU, "
           f"{took / len(PARAMS):.2f} s per constant")
+    if workers > 1:
+        with SplitLoss(current, FITTED_LEVELS, workers) as split:
+            for p in PARAMS:           # a sweep's first evaluation of a constant also picks its rows in each process
+                split.loss(p, table_for(values))
+            wall = time.perf_counter()
+            same = all(split.loss(p, table_for(values)) == v for p, v in zip(PARAMS, serial, strict=True))
+            wall = time.perf_counter() - wall
+        print(f"objective: the same evaluations split over {workers} processes (as the fit's sweeps run them): "
+              f"{wall:.1f} s wall, {took / wall:.2f}x the one process's CPU time "
+              f"({'the same losses' if same else 'DIFFERENT losses'})")
     sample = cases[:: max(1, len(cases) // runs)]
     table = table_for(values)
     wall, start = time.perf_counter(), time.process_time()

@@ -186,3 +186,38 @@ def test_default_workers_are_the_cpus_this_process_may_use(monkeypatch):
     assert pool.available_cpus() == 6
     monkeypatch.setattr(pool.os, "cpu_count", lambda: None)
     assert pool.available_cpus() == 1 and os is pool.os
+
+
+def test_split_loss_is_the_serial_loss_to_the_bit(cases, table):
+    """The fit may spread each evaluation of its loss over processes (validate/split_loss.py): each holds whole
+    serving groups (a group is priced in one vectorized call, from its first run's layout), and the parent sums the
+    log errors in the rows' own order, so the loss must be the same float as objective.loss for every constant, with
+    2 or 3 processes, on published rows and on light-load and loaded serving runs with their pinned ratios."""
+    from tokensim.validate.fit import FITTED_LEVELS, PARAMS, buildable
+    from tokensim.validate.objective import KINDS, affected, loss
+    from tokensim.validate.run import shipped_measurements
+    from tokensim.validate.split_loss import SplitLoss, shares
+
+    picked = [c for c in cases if c.run.system in ("h200", "b200") and c.run.model in ("llama-3.1-70b", "gpt-oss-120b",
+                                                                                         "deepseek-r1")][::7]
+    data = FitData.of(buildable(shipped_measurements())[::5], picked)
+    data = replace(data, tpot_ratio=tuple(1.0 + 0.01 * (i % 7) for i in range(len(data.tpot))),
+                   light_steps=tuple(1.0 + 0.1 * (i % 3) for i in range(len(data.ttft_light))))
+    assert len(data.published) > 20 and len(data.tpot) > 40 and len(data.ttft_light) > 3
+    for n in (2, 3):
+        dealt = shares(data, n)
+        for kind in KINDS:      # every row in exactly one share
+            assert sorted(i for s in dealt for i in s[kind]) == list(range(len(getattr(data, kind))))
+        owners = {}
+        for s, share in enumerate(dealt):
+            for kind in ("tpot", "ttft_light"):
+                for i in share[kind]:
+                    assert owners.setdefault(getattr(data, kind)[i].group, s) == s    # groups whole
+    moving = [p for p in PARAMS if len(affected(p, data, FITTED_LEVELS))][::3]
+    assert len(moving) >= 8
+    for n in (2, 3):
+        with SplitLoss(data, FITTED_LEVELS, n) as split:
+            for p in moving:
+                for scale in (0.7, 1.0):
+                    t = table.with_overlay({p.family: {p.engine: {p.name: min(p.hi, max(p.lo, p.lo * 1.5 / scale))}}})
+                    assert split.loss(p, t) == loss(affected(p, data, FITTED_LEVELS), t), (n, p.name)

@@ -217,27 +217,38 @@ def fit(data: FitData, start: dict[Param, float], sweeps: int = 2, steps: int = 
     measures the light-load runs' step counts on the simulator at the current constants (`pinned`), so that the
     fitted TTFT is the simulator's; without, `data.light_steps` is kept. `bracket`: search each constant within that
     factor of its start (inside its bounds) instead of over its whole range (a refit from a fitted start). `workers`:
-    processes for the simulations (None: the CPUs this process may use)."""
+    processes for the simulations and for each evaluation of the loss (None: the CPUs this process may use)."""
+    from tokensim.validate.pool import available_cpus
+    from tokensim.validate.split_loss import SplitLoss
+
     values = dict(start)
     priors = start_values()
     todo = [p for p in PARAMS if only is None or p in only]
+    processes = workers or available_cpus()
     for _ in range(sweeps):
         current = pinned(data, table_for(values), simulate=simulate, workers=workers)
-        for p in todo:
-            rows = affected(p, current, FITTED_LEVELS)
-            if len(rows):
-                lo, hi = p.lo, p.hi
-                if bracket:
-                    lo, hi = max(p.lo, values[p] / bracket), min(p.hi, values[p] * bracket)
-                def f(v, rows=rows, p=p):
-                    return loss(rows, table_for({**values, p: v}))
-                found = golden_log(f, lo, hi, steps)
-                if f(found) < f(values[p]) - LOSS_TOLERANCE:       # a constant the rows do not pin stays where it is
-                    values[p] = found
-            else:
-                values[p] = priors[p]
-            if progress:
-                progress()
+        # each evaluation's rows priced by `processes` processes: the same loss, to the bit (validate/split_loss.py)
+        split = SplitLoss(current, FITTED_LEVELS, processes) if processes > 1 else None
+        try:
+            for p in todo:
+                rows = affected(p, current, FITTED_LEVELS)
+                if len(rows):
+                    lo, hi = p.lo, p.hi
+                    if bracket:
+                        lo, hi = max(p.lo, values[p] / bracket), min(p.hi, values[p] * bracket)
+                    def f(v, rows=rows, p=p, split=split):
+                        table = table_for({**values, p: v})
+                        return split.loss(p, table) if split is not None else loss(rows, table)
+                    found = golden_log(f, lo, hi, steps)
+                    if f(found) < f(values[p]) - LOSS_TOLERANCE:   # a constant the rows do not pin stays where it is
+                        values[p] = found
+                else:
+                    values[p] = priors[p]
+                if progress:
+                    progress()
+        finally:
+            if split is not None:
+                split.close()
     return values
 
 

@@ -221,3 +221,24 @@ def test_split_loss_is_the_serial_loss_to_the_bit(cases, table):
                 for scale in (0.7, 1.0):
                     t = table.with_overlay({p.family: {p.engine: {p.name: min(p.hi, max(p.lo, p.lo * 1.5 / scale))}}})
                     assert split.loss(p, t) == loss(affected(p, data, FITTED_LEVELS), t), (n, p.name)
+
+
+def test_kept_serving_sums_give_the_loss_to_the_bit(cases, table):
+    """The out-of-sample refits keep the serving kinds' capped sums by (rows, constants) across refits in a process
+    (objective.loss_kept): the first call and a call served from the store must both equal objective.loss, and rows
+    that differ (a run left out, or a pinned ratio changed) must get another key."""
+    from tokensim.validate.fit import buildable
+    from tokensim.validate.objective import loss, loss_kept, serving_rows_key
+    from tokensim.validate.run import shipped_measurements
+
+    picked = [c for c in cases if c.run.system == "h100-sxm"][::11]
+    data = FitData.of(buildable(shipped_measurements())[::9], picked)
+    data = replace(data, tpot_ratio=tuple(1.0 + 0.02 * (i % 5) for i in range(len(data.tpot))))
+    assert data.tpot and data.ttft_light and data.published
+    key = (serving_rows_key(data), "constants A")
+    first, again = loss_kept(data, table, key), loss_kept(data, table, key)
+    assert first == again == loss(data, table)
+    fewer = data.subset(lambda c: True, lambda c: c is not data.tpot[0])
+    other = replace(data, tpot_ratio=(2.0,) + data.tpot_ratio[1:])
+    assert len({serving_rows_key(data), serving_rows_key(fewer), serving_rows_key(other)}) == 3
+    assert loss_kept(fewer, table, (serving_rows_key(fewer), "constants A")) == loss(fewer, table) != first

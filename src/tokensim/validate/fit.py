@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tokensim.perf.constants import ConstantsTable, default_table
 from tokensim.validate.evaluate import freeze
-from tokensim.validate.objective import FitData, affected, loss
+from tokensim.validate.objective import FitData, affected, loss_kept, serving_rows_key
 from tokensim.validate.rules import Case, Skip, build_case
 from tokensim.validate.table import read_rows
 
@@ -236,9 +236,14 @@ def fit(data: FitData, start: dict[Param, float], sweeps: int = 2, steps: int = 
                     lo, hi = p.lo, p.hi
                     if bracket:
                         lo, hi = max(p.lo, values[p] / bracket), min(p.hi, values[p] * bracket)
-                    def f(v, rows=rows, p=p, split=split):
-                        table = table_for({**values, p: v})
-                        return split.loss(p, table) if split is not None else loss(rows, table)
+                    rows_key = serving_rows_key(rows) if split is None else None
+
+                    def f(v, rows=rows, p=p, split=split, rows_key=rows_key):
+                        point = {**values, p: v}
+                        table = table_for(point)
+                        if split is not None:
+                            return split.loss(p, table)
+                        return loss_kept(rows, table, (rows_key, tuple(point[q] for q in PARAMS)))
                     found = golden_log(f, lo, hi, steps)
                     if f(found) < f(values[p]) - LOSS_TOLERANCE:   # a constant the rows do not pin stays where it is
                         values[p] = found

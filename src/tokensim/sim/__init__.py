@@ -11,7 +11,7 @@ from tokensim.sim.results import SimulationResult
 from tokensim.sim.schedulers import SglangScheduler, StaticBatchScheduler, TrtllmScheduler, VllmScheduler
 from tokensim.sim.simulation import Disaggregated, Replicas, Simulation, simulate
 from tokensim.sim.spec import EngineSpec, SpeculativeDecoding
-from tokensim.sim.timer import AffineTimer, ConstantTimer, RecordingTimer, StepBatch, StepTimer
+from tokensim.sim.timer import AffineTimer, ConstantTimer, RecordingTimer, ScaledTimer, StepBatch, StepTimer
 from tokensim.sim.workload import (
     ClosedLoop,
     Workload,
@@ -25,7 +25,7 @@ from tokensim.sim.workload import (
 )
 
 __all__ = ["AffineTimer", "ClosedLoop", "ConstantTimer", "Disaggregated", "EngineSpec",
-           "OnlineSimulation", "RecordingTimer", "Replicas", "SglangScheduler", "Simulation",
+           "OnlineSimulation", "RecordingTimer", "Replicas", "ScaledTimer", "SglangScheduler", "Simulation",
            "SimulationResult", "SpeculativeDecoding", "StaticBatchScheduler", "StepBatch", "StepTimer",
            "TokenEvent", "TrtllmScheduler", "VllmScheduler", "Workload", "drawn_lengths", "gamma_arrivals", "load_trace",
            "load_trace_measurements", "poisson_arrivals", "range_lengths", "simulate", "synthetic"]

@@ -128,6 +128,21 @@ class AffineTimer:
         return first + (self.per_context_token_s * n) * np.arange(n_steps, dtype=np.float64)
 
 
+class ScaledTimer:
+    """Every step of `inner` taking `factor` times as long: what a step-cost error of that size does downstream (a
+    saturated engine's queue turns a few per cent on each step into tens of per cent on time to first token)."""
+
+    def __init__(self, inner: StepTimer, factor: float) -> None:
+        _positive("factor", factor)
+        self.inner, self.factor = inner, float(factor)
+        run = getattr(inner, "decode_run_s", None)
+        if run is not None:                      # keep the simulator's skip through runs of decode steps
+            self.decode_run_s = lambda contexts, n_steps: run(contexts, n_steps) * self.factor
+
+    def step_s(self, batch: StepBatch) -> float:
+        return self.inner.step_s(batch) * self.factor
+
+
 @dataclass
 class RecordingTimer:
     """Wraps a timer and keeps every batch it was asked about (tests, step-by-step inspection).

@@ -21,7 +21,7 @@ from tokensim.errors import TokensimError
 from tokensim.perf.constants import ConstantsTable, for_hardware
 from tokensim.prediction.kv_pool import GENERATOR_TRTLLM_FREE_FRACTION
 from tokensim.prediction.serving import engine_for, read_trace_folder, trace_engine
-from tokensim.sim import ClosedLoop, Workload, load_trace, load_trace_measurements, simulate
+from tokensim.sim import ClosedLoop, ScaledTimer, Workload, load_trace, load_trace_measurements, simulate
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model, find_name
 from tokensim.validate.harness import Launch, client_lengths, harness_limits
@@ -77,21 +77,25 @@ def _model_for_trace(meta: dict) -> str:
 
 
 def trace_simulation(folder: str | Path, constants: ConstantsTable | None = None, model: str | None = None,
-                     p2p: bool | None = None):
+                     p2p: bool | None = None, step_scale: float = 1.0):
     """A trace folder's requests replayed at their recorded arrivals on the engine its meta.json describes (`p2p`:
-    GPU peer-to-peer on or off on its GPU's PCIe links; None: as the hardware file states)."""
-    return _replay(read_trace_folder(folder), constants, model, p2p)
+    GPU peer-to-peer on or off on its GPU's PCIe links; None: as the hardware file states; `step_scale`: every step
+    that many times as long as the cost model prices it, a sensitivity check)."""
+    return _replay(read_trace_folder(folder), constants, model, p2p, step_scale)
 
 
-def _replay(tf, constants: ConstantsTable | None, model: str | None, p2p: bool | None = None):
+def _replay(tf, constants: ConstantsTable | None, model: str | None, p2p: bool | None = None,
+            step_scale: float = 1.0):
     spec, _, _ = trace_engine(tf, catalog_model(model or _model_for_trace(tf.meta)), constants, p2p=p2p)
+    if step_scale != 1.0:
+        spec = replace(spec, timer=ScaledTimer(spec.timer, step_scale))
     return simulate(load_trace(tf.requests), spec, seed=0)
 
 
 def replay_trace(folder: str | Path, constants: ConstantsTable | None = None, model: str | None = None,
-                 p2p: bool | None = None) -> TraceResult:
+                 p2p: bool | None = None, step_scale: float = 1.0) -> TraceResult:
     tf = read_trace_folder(folder)
-    result = _replay(tf, constants, model, p2p)
+    result = _replay(tf, constants, model, p2p, step_scale)
     m = load_trace_measurements(tf.requests)
     measured = {"ttft_s": _stats(m["ttft_s"]), "tpot_s": _stats(m["tpot_s"])}
     simulated = {k: {s: result.summary[k][s] for s in STATS} for k in ("ttft_s", "tpot_s")}

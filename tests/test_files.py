@@ -207,9 +207,10 @@ def test_default_fitted_path_is_outside_the_package(monkeypatch, tmp_path):
 
 
 def test_fit_gives_the_same_file_in_one_process_or_two(tmp_path, few_measurements):
-    """--workers spreads the out-of-sample refits (here the source groups' refits: --no-serving leaves no simulation;
-    the pooled simulations are checked in test_serving_load) over processes; each is deterministic and put back in
-    order, so the written fit (constants, report, out-of-sample residuals) must not depend on the count."""
+    """--workers spreads each in-sample evaluation of the loss (validate/split_loss.py) and the out-of-sample refits
+    (here the source groups' refits: --no-serving leaves no simulation; the pooled simulations and the split loss on
+    serving runs are checked in test_serving_load) over processes; each is deterministic and put back in order, so
+    the written fit (constants, report, out-of-sample residuals) must not depend on the count."""
     texts = []
     for n in (1, 2):
         target = tmp_path / f"w{n}.toml"

@@ -141,7 +141,7 @@ def test_public_api_is_pinned():
     """tokensim.sim exports exactly these names."""
     assert sorted(sim_pkg.__all__) == sorted([
         "AffineTimer", "ClosedLoop", "ConstantTimer", "Disaggregated", "EngineSpec", "OnlineSimulation",
-        "RecordingTimer", "Replicas", "SglangScheduler", "Simulation", "SimulationResult",
+        "RecordingTimer", "Replicas", "ScaledTimer", "SglangScheduler", "Simulation", "SimulationResult",
         "SpeculativeDecoding", "StaticBatchScheduler", "StepBatch", "StepTimer", "TokenEvent",
         "TrtllmScheduler", "VllmScheduler", "Workload", "drawn_lengths", "gamma_arrivals", "load_trace",
         "load_trace_measurements", "poisson_arrivals", "range_lengths", "simulate", "synthetic"])

@@ -242,3 +242,31 @@ def test_kept_serving_sums_give_the_loss_to_the_bit(cases, table):
     other = replace(data, tpot_ratio=(2.0,) + data.tpot_ratio[1:])
     assert len({serving_rows_key(data), serving_rows_key(fewer), serving_rows_key(other)}) == 3
     assert loss_kept(fewer, table, (serving_rows_key(fewer), "constants A")) == loss(fewer, table) != first
+
+
+def test_serial_evaluator_is_the_loss_of_the_moved_rows(cases, table):
+    """A sweep run in one process evaluates with objective.KeptLoss: for every constant, the loss of the rows it
+    moves at that constant's value, the same float as objective.loss on affected(...), on the first call and on a
+    call the store answers; two values of a constant must not share a stored sum (their overlays differ: a stale sum
+    would show wherever the two values' losses differ, which they do for these constants)."""
+    from tokensim.validate.fit import FITTED_LEVELS, PARAMS, buildable
+    from tokensim.validate.objective import KeptLoss, affected, loss
+    from tokensim.validate.run import shipped_measurements
+
+    picked = [c for c in cases if c.run.system in ("h200", "b200")][::13]
+    data = FitData.of(buildable(shipped_measurements())[::7], picked)
+    # constants every engine's serving runs are priced with: weight streaming, prompt FLOPs, per-step and request time
+    moving = [p for p in PARAMS if p.engine in ("vllm", "sglang", "trtllm") and p.name in (
+        "hbm_bandwidth_fraction", "prefill_flops_fraction", "host_overhead_s", "request_overhead_s")]
+    assert len(moving) == 12 and all(len(affected(p, data, FITTED_LEVELS).tpot) for p in moving)
+    differ = 0
+    with KeptLoss(data, FITTED_LEVELS) as kept:
+        for p in moving:
+            values = []
+            for v in (p.lo * 1.2, min(p.hi, p.lo * 2.0)):
+                t = table.with_overlay({p.family: {p.engine: {p.name: v}}})
+                expected = loss(affected(p, data, FITTED_LEVELS), t)
+                assert kept.loss(p, t) == expected and kept.loss(p, t) == expected, p.name
+                values.append(expected)
+            differ += values[0] != values[1]
+    assert differ == len(moving)

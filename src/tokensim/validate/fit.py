@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tokensim.perf.constants import ConstantsTable, default_table
 from tokensim.validate.evaluate import freeze
-from tokensim.validate.objective import FitData, affected, loss_kept, serving_rows_key
+from tokensim.validate.objective import FitData, KeptLoss, affected
 from tokensim.validate.rules import Case, Skip, build_case
 from tokensim.validate.table import read_rows
 
@@ -227,23 +227,19 @@ def fit(data: FitData, start: dict[Param, float], sweeps: int = 2, steps: int = 
     processes = workers or available_cpus()
     for _ in range(sweeps):
         current = pinned(data, table_for(values), simulate=simulate, workers=workers)
-        # each evaluation's rows priced by `processes` processes: the same loss, to the bit (validate/split_loss.py)
-        split = SplitLoss(current, FITTED_LEVELS, processes) if processes > 1 else None
-        try:
+        # one evaluator per sweep: each evaluation's rows priced by `processes` processes (validate/split_loss.py) or
+        # in this one with the serving sums kept; the same loss to the bit either way
+        evaluator = (SplitLoss(current, FITTED_LEVELS, processes) if processes > 1
+                     else KeptLoss(current, FITTED_LEVELS))
+        with evaluator:
             for p in todo:
-                rows = affected(p, current, FITTED_LEVELS)
-                if len(rows):
+                if len(affected(p, current, FITTED_LEVELS)):
                     lo, hi = p.lo, p.hi
                     if bracket:
                         lo, hi = max(p.lo, values[p] / bracket), min(p.hi, values[p] * bracket)
-                    rows_key = serving_rows_key(rows) if split is None else None
 
-                    def f(v, rows=rows, p=p, split=split, rows_key=rows_key):
-                        point = {**values, p: v}
-                        table = table_for(point)
-                        if split is not None:
-                            return split.loss(p, table)
-                        return loss_kept(rows, table, (rows_key, tuple(point[q] for q in PARAMS)))
+                    def f(v, p=p, evaluator=evaluator):
+                        return evaluator.loss(p, table_for({**values, p: v}))
                     found = golden_log(f, lo, hi, steps)
                     if f(found) < f(values[p]) - LOSS_TOLERANCE:   # a constant the rows do not pin stays where it is
                         values[p] = found
@@ -251,9 +247,6 @@ def fit(data: FitData, start: dict[Param, float], sweeps: int = 2, steps: int = 
                     values[p] = priors[p]
                 if progress:
                     progress()
-        finally:
-            if split is not None:
-                split.close()
     return values
 
 

@@ -54,12 +54,18 @@ class FitData:
 
     def subset(self, keep_published, keep_serving) -> FitData:
         """The rows the two predicates keep, with the loss scale of the whole set."""
-        light = [i for i, c in enumerate(self.ttft_light) if keep_serving(c)]
-        runs = [i for i, c in enumerate(self.tpot) if keep_serving(c)]
-        return FitData(tuple(c for c in self.published if keep_published(c)), tuple(self.tpot[i] for i in runs),
-                       tuple(self.ttft_light[i] for i in light), self.sizes or {k: len(getattr(self, k)) for k in KINDS},
-                       tuple(self.light_steps[i] for i in light) if self.light_steps else (),
-                       tuple(self.tpot_ratio[i] for i in runs) if self.tpot_ratio else ())
+        return self.take({"published": [i for i, c in enumerate(self.published) if keep_published(c)],
+                          "tpot": [i for i, c in enumerate(self.tpot) if keep_serving(c)],
+                          "ttft_light": [i for i, c in enumerate(self.ttft_light) if keep_serving(c)]})
+
+    def take(self, where) -> FitData:
+        """The rows at these positions of each kind (`where`: kind -> positions, in order), with the loss scale of the
+        whole set and each run's pinned simulator ratio and step count."""
+        return FitData(tuple(self.published[i] for i in where["published"]), tuple(self.tpot[i] for i in where["tpot"]),
+                       tuple(self.ttft_light[i] for i in where["ttft_light"]),
+                       self.sizes or {k: len(getattr(self, k)) for k in KINDS},
+                       tuple(self.light_steps[i] for i in where["ttft_light"]) if self.light_steps else (),
+                       tuple(self.tpot_ratio[i] for i in where["tpot"]) if self.tpot_ratio else ())
 
     def __len__(self) -> int:
         return len(self.published) + len(self.tpot) + len(self.ttft_light)
@@ -98,11 +104,17 @@ def capped_sum(e: np.ndarray) -> float:
     return float(np.sum(np.minimum(np.nan_to_num(np.abs(e), nan=LOSS_CAP), LOSS_CAP)))
 
 
+def kind_sum(data: FitData, sums: dict[str, float]) -> float:
+    """The loss from each kind's capped sum: the sum over kinds of the sum over the whole data set's rows of that kind
+    (`loss`, `loss_kept` and `split_loss.SplitLoss` all end here, so that they stay the same float)."""
+    sizes = data.sizes or {k: len(getattr(data, k)) for k in KINDS}
+    return sum(sums[k] / max(sizes[k], 1) for k in KINDS)
+
+
 def loss(data: FitData, table: ConstantsTable) -> float:
     """Sum over kinds of the mean capped |log error| (means over the whole data set's rows of each kind, so that a
     subset's loss differs from the whole one's by a constant)."""
-    sizes = data.sizes or {k: len(getattr(data, k)) for k in KINDS}
-    return sum(capped_sum(e) / max(sizes[k], 1) for k, e in log_errors(data, table).items())
+    return kind_sum(data, {k: capped_sum(e) for k, e in log_errors(data, table).items()})
 
 
 _SERVING_SUMS: dict = {}        # (rows, constants) -> the serving kinds' capped sums, kept by a process across fits
@@ -123,15 +135,40 @@ def loss_kept(data: FitData, table: ConstantsTable, key) -> float:
     source groups each keep every serving run and start from the same constants, so the ones a process runs price
     the same serving rows at the same constants until their searches part; each then reprices only its published
     rows."""
-    sizes = data.sizes or {k: len(getattr(data, k)) for k in KINDS}
     sums = _SERVING_SUMS.get(key)
     if sums is None:
         if len(_SERVING_SUMS) >= SERVING_SUMS_KEPT:
             _SERVING_SUMS.clear()
         errors = serving_errors(data, table)
-        sums = _SERVING_SUMS[key] = (capped_sum(errors["tpot"]), capped_sum(errors["ttft_light"]))
-    parts = (capped_sum(published_errors(data.published, table)), *sums)
-    return sum(part / max(sizes[k], 1) for k, part in zip(KINDS, parts, strict=True))
+        sums = _SERVING_SUMS[key] = {k: capped_sum(errors[k]) for k in ("tpot", "ttft_light")}
+    return kind_sum(data, {"published": capped_sum(published_errors(data.published, table)), **sums})
+
+
+class KeptLoss:
+    """The loss of the rows each constant moves, evaluated in this process with `loss_kept`'s store: one sweep's
+    evaluator where the fit runs in one process (`split_loss.SplitLoss` is the one that spreads it over several;
+    both answer `loss(param, table)` with the same float as `loss(affected(param, data, levels), table)`)."""
+
+    def __init__(self, data: FitData, levels: AbstractSet) -> None:
+        self.data, self.levels = data, levels
+        self._rows: dict = {}        # param -> (the rows it moves, their serving_rows_key)
+
+    def loss(self, param, table: ConstantsTable) -> float:
+        if param not in self._rows:
+            rows = affected(param, self.data, self.levels)
+            self._rows[param] = (rows, serving_rows_key(rows))
+        rows, key = self._rows[param]
+        # the overlay holds every fitted constant's value: with the rows' key, all the serving sums depend on
+        return loss_kept(rows, table, (key, repr(table.overlay)))
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> KeptLoss:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 # -- which rows a constant moves -------------------------------------------------------------------------------

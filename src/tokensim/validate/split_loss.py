@@ -14,7 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from tokensim.validate.objective import KINDS, FitData, affected, capped_sum, log_errors
+from tokensim.validate.objective import KINDS, FitData, affected, capped_sum, kind_sum, log_errors
 
 _SHARE: FitData | None = None                  # this worker's rows
 _POSITIONS: dict[str, np.ndarray] = {}         # their positions among all the rows, by kind
@@ -35,16 +35,9 @@ def shares(data: FitData, n: int) -> list[dict[str, np.ndarray]]:
     return [{k: np.asarray(v, dtype=int) for k, v in s.items()} for s in out]
 
 
-def _subset(data: FitData, where: dict[str, np.ndarray]) -> FitData:
-    return FitData(tuple(data.published[i] for i in where["published"]), tuple(data.tpot[i] for i in where["tpot"]),
-                   tuple(data.ttft_light[i] for i in where["ttft_light"]), data.sizes,
-                   tuple(data.light_steps[i] for i in where["ttft_light"]) if data.light_steps else (),
-                   tuple(data.tpot_ratio[i] for i in where["tpot"]) if data.tpot_ratio else ())
-
-
 def _start(data: FitData, where: dict[str, np.ndarray]) -> None:
     global _SHARE, _POSITIONS
-    _SHARE, _POSITIONS = _subset(data, where), where
+    _SHARE, _POSITIONS = data.take(where), where
     _MOVED.clear()
 
 
@@ -56,7 +49,7 @@ def _errors(args) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         keep = {k: {id(c) for c in getattr(affected(param, _SHARE, levels), k)} for k in KINDS}
         picked = {k: np.asarray([j for j, c in enumerate(getattr(_SHARE, k)) if id(c) in keep[k]], dtype=int)
                   for k in KINDS}
-        _MOVED[param] = (_subset(_SHARE, picked), {k: _POSITIONS[k][picked[k]] for k in KINDS})
+        _MOVED[param] = (_SHARE.take(picked), {k: _POSITIONS[k][picked[k]] for k in KINDS})
     rows, positions = _MOVED[param]
     errors = log_errors(rows, table)
     return {k: (positions[k], errors[k]) for k in KINDS}
@@ -75,13 +68,12 @@ class SplitLoss:
     def loss(self, param, table) -> float:
         futures = [w.submit(_errors, (param, self.levels, table)) for w in self.workers]
         parts = [f.result() for f in futures]
-        sizes = self.data.sizes or {k: len(getattr(self.data, k)) for k in KINDS}
-        total = 0
+        sums = {}
         for k in KINDS:
             positions = np.concatenate([p[k][0] for p in parts])
             errors = np.concatenate([p[k][1] for p in parts])
-            total += capped_sum(errors[np.argsort(positions, kind="stable")]) / max(sizes[k], 1)
-        return total
+            sums[k] = capped_sum(errors[np.argsort(positions, kind="stable")])
+        return kind_sum(self.data, sums)
 
     def close(self) -> None:
         for w in self.workers:

@@ -203,8 +203,10 @@ def section(sample: int = 0) -> str:
     lines += ["", f"Where the error lies: `tokensim validate --serving --sample 0` simulates all {sim['simulated']} runs, "
               f"each with the constants fitted without its pair (median TTFT {_pct(sim['ttft'])}, signed "
               + (f"{signed:+.0%}" if signed is not None else "-")
-              + f", negative: too early; TPOT {_pct(sim['tpot'])}; without `--sample` it simulates 120), and groups them "
-              "by the clients on each attention rank and by model (median abs. error, signed median in brackets):"]
+              + f", negative: too early; TPOT {_pct(sim['tpot'])}; without `--sample` it simulates 120; `--runs runs.csv` "
+              "writes each run's measured, simulated and steady-state figures with the constants that judged it), and "
+              "groups them by the clients on each attention rank and by model (median abs. error, signed median in "
+              "brackets):"]
     lines += breakdown_lines(sim)
     lines += ["", "| trace | TTFT mean | TTFT p50 | TTFT p99 | TPOT mean | TPOT p50 | TPOT p99 |",
               "|---|---|---|---|---|---|---|"]

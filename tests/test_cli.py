@@ -75,6 +75,8 @@ def test_models_and_hardware_lists():
     (("plan", "--model", "llama-3.1-8b", "-H", "h100-sxm", "--objective", "fastest"), ["--objective = 'fastest'", "throughput"]),
     (("plan", "--model", "llama-3.1-8b"), ["--hardware"]),
     (("schema", "config"), ["'config'", "scenario, hardware, session"]),
+    (("validate", "--runs", "runs.csv"), ["--runs = 'runs.csv'", "--serving"]),
+    (("validate", "--serving", "--runs", "/no/such/folder/runs.csv"), ["--runs", "does not exist"]),
     (("no-such-command",), ["no-such-command"]),
 ])
 def test_bad_input_is_one_line_exit_2(args, needles):

@@ -428,6 +428,8 @@ def validate(
     workers: int = typer.Option(1, "--workers", min=1, help="with --serving: processes simulating the runs (the same "
                                 "results with any count)"),
     plot: str | None = typer.Option(None, "--plot", help="write predicted against measured (PNG and SVG)"),
+    runs: str | None = typer.Option(None, "--runs", help="with --serving: write one CSV line per simulated run "
+                                    "(measured, simulated and steady-state figures, the constants that judged it)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Predict every published measurement and report the error (per row, by family, by metric, and the share of
@@ -439,6 +441,9 @@ def validate(
     from tokensim.validate.table import read_rows
 
     stem = check_target(plot, "--plot") if plot else None
+    if runs is not None and not serving:
+        raise bad_value("--runs", runs, "to be given with --serving (it lists the simulated serving runs)")
+    runs_path = check_target(runs, "--runs") if runs is not None else None
     path = measurements or shipped_measurements()
     n = len(read_rows(path))
     with progress_bar("validating", n, enabled=not json_out) as tick:
@@ -452,6 +457,9 @@ def validate(
         if silicon is not None:
             _readable(silicon, "--silicon")
         load = validate_serving(sample, progress_bar, enabled=not json_out, silicon=silicon, workers=workers)
+        if runs_path is not None:
+            from tokensim.validate.run_table import write_runs
+            wrote([write_runs(runs_path, load["runs"])])
     if json_out:
         doc = {"rows": [r.to_dict() for r in results], "summary": summary.to_dict()}
         if load is not None:

@@ -355,6 +355,7 @@ def validate_serving(sample: int, progress_bar, enabled: bool = True, silicon: s
     from tokensim.validate.fit_report import pair_name, pair_tables, pool_map, serving_cases
     from tokensim.validate.load import error_stats, replay_trace, sample_cases, shipped_traces
     from tokensim.validate.repeats import repeat_spread
+    from tokensim.validate.run_table import run_rows
     from tokensim.validate.serving import steady_tpot
     from tokensim.validate.serving_dev import summary as dev_summary
     from tokensim.validate.serving_dev import validate_serving_dev
@@ -362,11 +363,11 @@ def validate_serving(sample: int, progress_bar, enabled: bool = True, silicon: s
     cases = serving_cases(silicon)
     tables = pair_tables() if silicon is None else {}
     table_of = {c.pair: tables.get(pair_name(*c.pair), default_table()) for c in cases}
-    steady = np.full(len(cases), np.nan)
+    predicted = np.full(len(cases), np.nan)
     for pair, table in table_of.items():
         idx = [i for i, c in enumerate(cases) if c.pair == pair]
-        steady[idx] = steady_tpot([cases[i] for i in idx], table)
-    steady = steady / np.array([c.run.tpot_s for c in cases]) - 1
+        predicted[idx] = steady_tpot([cases[i] for i in idx], table)
+    steady = predicted / np.array([c.run.tpot_s for c in cases]) - 1
     by_pair: dict[str, list[float]] = {}
     for e, c in zip(steady, cases, strict=True):
         by_pair.setdefault(pair_name(*c.pair), []).append(float(e))
@@ -376,6 +377,9 @@ def validate_serving(sample: int, progress_bar, enabled: bool = True, silicon: s
     tasks = [([c for c in chosen if c.pair == p], table_of[p]) for p in pairs]
     with progress_bar(f"simulating {len(chosen)} serving runs, pair by pair", len(tasks), enabled=enabled) as tick:
         simulated = [r for batch in pool_map(_simulate_pair, tasks, tick, workers) for r in batch]
+    constants_of = {c.pair: (f"fitted without {pair_name(*c.pair)}" if pair_name(*c.pair) in tables
+                             else "fitted on all runs") for c in cases}
+    runs = run_rows(simulated, {c.run.id: float(v) for c, v in zip(cases, predicted, strict=True)}, constants_of)
     traces = []
     for folder in shipped_traces():
         r = replay_trace(folder)
@@ -394,6 +398,7 @@ def validate_serving(sample: int, progress_bar, enabled: bool = True, silicon: s
                                                            if simulated else None),
                               **simulated_breakdown(simulated)},
         "silicon_repeats": repeat_spread(cases),
+        "runs": runs,
         "traces": traces,
         "serving_dev": (dev_summary(validate_serving_dev()) if silicon is None else None),
         "peer": "aiconfigurator 0.12 on 284 of its own silicon-sample configurations: TTFT median 47 %, TPOT 17 % "

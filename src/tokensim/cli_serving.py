@@ -378,7 +378,7 @@ def validate_serving(sample: int, progress_bar, enabled: bool = True, silicon: s
     with progress_bar(f"simulating {len(chosen)} serving runs, pair by pair", len(tasks), enabled=enabled) as tick:
         simulated = [r for batch in pool_map(_simulate_pair, tasks, tick, workers) for r in batch]
     constants_of = {c.pair: (f"fitted without {pair_name(*c.pair)}" if pair_name(*c.pair) in tables
-                             else "fitted on all runs") for c in cases}
+                             else "the shipped fitted constants") for c in cases}
     runs = run_rows(simulated, {c.run.id: float(v) for c, v in zip(cases, predicted, strict=True)}, constants_of)
     traces = []
     for folder in shipped_traces():

@@ -109,6 +109,36 @@ def test_experts_split_below_a_tile_are_read_as_expert_parallelism(tmp_path):
     assert any("below one 128-column tile" in n for n in case.assumptions)
 
 
+def test_inferencex_deepseek_on_gb200_written_as_agg_beyond_one_node_is_skipped_as_disaggregated(tmp_path):
+    """InferenceX ran DeepSeek on GB200 only as multi-node disaggregated Dynamo deployments (harness.toml
+    [[multinode_disagg]]): its row written as agg with tp 36 counts prefill and decode GPUs together and states
+    neither the decode workers nor MTP, so it is skipped with that reason. The same row from aiconfigurator's own
+    sample (the test above) stands, as does an InferenceX row that fits one 4-GPU GB200 node."""
+    from tokensim.validate.serving import build_cases
+    row = ("r1,source_file=2026-04-06.csv; model=DeepSeek-R1; silicon_concurrency=64; measured=2025-11-17T00:00:00.000Z"
+           ",trtllm,,deepseek-ai/DeepSeek-R1,gb200,fp4,agg,1024,1024,nvfp4,nvfp4,64,{tp},1,1,{tp},1,,,,,,,,,,,,,,,"
+           "200.0,10.0")
+    cases, skipped = build_cases([_run(tmp_path, row.format(tp=36))])
+    assert not cases and len(skipped) == 1
+    assert "multi-node disaggregated" in skipped[0][1] and "MTP" in skipped[0][1] and "36 GPUs" in skipped[0][1]
+    cases, skipped = build_cases([_run(tmp_path, row.format(tp=4))])
+    assert len(cases) == 1 and not skipped
+
+
+def test_the_shipped_runs_skipped_as_multinode_are_inferencex_deepseek_on_gb200():
+    """silicon_dev.csv: the 55 rows the rule skips are all InferenceX DeepSeek runs on GB200 written as agg on 12 to
+    72 GPUs (3 nodes to a rack); no other run is skipped by it."""
+    runs, _ = read_silicon(shipped_silicon())
+    by_id = {r.id: r for r in runs}
+    _, skipped = build_cases(runs)
+    multinode = [by_id[i] for i, why in skipped if "multi-node disaggregated" in why]
+    assert len(multinode) == 55
+    for r in multinode:
+        gpus = r.agg.tp * r.agg.attention_dp
+        assert (r.system, r.harness, r.mode) == ("gb200-nvl72", "inferencex", "agg") and 12 <= gpus <= 72
+        assert r.model in ("deepseek-r1", "deepseek-v3")
+
+
 def test_experts_wide_enough_per_gpu_stay_tensor_parallel(tmp_path):
     """moe_tp 8 on DeepSeek-R1: 2,048 / 8 = 256 columns per GPU, two tiles: the stated layout stands."""
     from tokensim.validate.serving import serving_case

@@ -155,6 +155,20 @@ def harness_of(source: str) -> str | None:
     return None
 
 
+def multinode_disaggregated(harness: str | None, system: str, model: str, gpus: int) -> str | None:
+    """Why an InferenceX row written as agg on `gpus` GPUs cannot be laid out, where InferenceX ran that model on that
+    system only as multi-node disaggregated deployments (harness.toml [[multinode_disagg]]); None otherwise."""
+    if harness != INFERENCEX:
+        return None
+    for e in _harness_data().get("multinode_disagg", []):
+        if system == e["system"] and model in e["models"] and gpus > int(e["gpus_per_node"]):
+            return (f"written as agg on {gpus} GPUs, but InferenceX ran {model} on {system} only as multi-node "
+                    f"disaggregated deployments ({e['source']}): tp counts the GPUs of its prefill and decode workers "
+                    f"together, and the row states neither the decode workers' layout and count (the load on one) "
+                    f"nor whether MTP drafts ran (harness)")
+    return None
+
+
 @lru_cache(maxsize=1)
 def _harness_data() -> dict:
     path = resources.files("tokensim") / "data" / "serving" / "harness.toml"

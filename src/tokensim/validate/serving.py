@@ -37,6 +37,7 @@ from tokensim.validate.harness import (
     lengths_note,
     mean_lengths,
     mtp_drafts,
+    multinode_disaggregated,
     sglang_launch,
     trtllm_launch,
     vllm_launch,
@@ -192,6 +193,10 @@ def serving_case(run: SiliconRun) -> ServingCase:
     pool = run.agg if run.agg is not None else run.decode
     if pool is None:
         raise TokensimError(f"{run.id}: no worker layout")
+    if run.agg is not None:
+        why = multinode_disaggregated(run.harness, run.system, run.model, pool.tp * pool.attention_dp * pool.pp)
+        if why:
+            raise TokensimError(f"{run.id}: {why}")
     tp, adp, ep, notes = _layout(pool, model, run)
     kv, kv_note = kv_rule(run)
     notes.append(kv_note)

@@ -122,6 +122,9 @@ def queue_note() -> str:
 def section(sample: int = 0) -> str:
     from tokensim.cli_serving import validate_serving
     from tokensim.output.progress import progress_bar
+    from tokensim.validate.fit import shipped_silicon
+    from tokensim.validate.serving import build_cases
+    from tokensim.validate.serving_rows import read_silicon
 
     results, s = validate()
     predicted_vs_measured(results, ROOT / "docs" / "validation.png")
@@ -154,10 +157,16 @@ def section(sample: int = 0) -> str:
         return f"| {label} | {runs} | {block[key]:.1%} | {block[p90]:.1%} |"
 
     light = srv.get("ttft_light", {})
+    runs_read, _ = read_silicon(shipped_silicon())
+    cases, skipped = build_cases(runs_read)
+    multinode = sum("multi-node disaggregated" in why for _, why in skipped)
+    inferencex = sum(c.run.harness == "inferencex" for c in cases)
     lines += ["### Under load", "",
               "`tokensim validate --serving`: the 3,784 measured runs of `silicon_dev.csv` (aiconfigurator's silicon sample: "
               "TTFT and time per output token at fixed concurrency, nine models on H100, H200, B200 and GB200 with "
-              "TensorRT-LLM, vLLM and SGLang; 2,818 laid out, the other disaggregated runs state no decode-worker count) "
+              f"TensorRT-LLM, vLLM and SGLang; {len(cases):,} laid out; the others are disaggregated runs that state no "
+              f"decode-worker count, {multinode} of them InferenceX DeepSeek runs on GB200 written as agg on 12 to 72 GPUs, "
+              "which InferenceX ran only as multi-node disaggregated deployments: `harness.toml` [[multinode_disagg]]) "
               f"and {len(load['traces'])} real vLLM runs replayed request by request. Every figure below is out of sample: "
               "each run is "
               "predicted with the constants `tokensim fit` refitted without its (system, engine) pair. Each run is simulated "
@@ -170,7 +179,7 @@ def section(sample: int = 0) -> str:
               "configurations, measured on 2026-01-14, the day its perf changelog ran only the new MTP configurations) with "
               "their drafts (acceptance 0.85, 0.72, 0.60 per chained draft, the shipped MTP default) and their launch "
               "scripts' token budgets (`tokensim/validate/harness.py`). InferenceX's client, which draws request "
-              "lengths uniformly in [0.8 L, L] for its 2,049 runs, is not simulated, nor are its scripts' SGLang, "
+              f"lengths uniformly in [0.8 L, L] for its {inferencex:,} runs, is not simulated, nor are its scripts' SGLang, "
               "TensorRT-LLM and vLLM launch settings (written down with their commits in `harness.toml`): modelled, they "
               "made these errors worse after a refit (tried on the constants of 2026-12-04, with every engine's launch: TTFT 32.0 -> 33.2 %, steady TPOT "
               "11.8 -> 12.7 %; TensorRT-LLM's and SGLang's pairs improve, vLLM's get worse; "

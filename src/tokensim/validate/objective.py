@@ -10,7 +10,7 @@
 
 Each kind's loss is the mean of min(|ln(predicted / measured)|, ln 4) over its rows (a row off by more than 4x is
 left unexplained rather than allowed to drag every constant), and the objective is their sum, so that 126
-published rows weigh as much as 2,818 serving runs. A constant moves only the rows whose lookup ends at its level
+published rows weigh as much as 2,763 serving runs. A constant moves only the rows whose lookup ends at its level
 of the constants table (`affected`), which is what keeps a fit of some fifty constants to minutes.
 """
 from __future__ import annotations

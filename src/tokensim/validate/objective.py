@@ -105,7 +105,7 @@ def capped_sum(e: np.ndarray) -> float:
 
 
 def kind_sum(data: FitData, sums: dict[str, float]) -> float:
-    """The loss from each kind's capped sum: the sum over kinds of the sum over the whole data set's rows of that kind
+    """The loss from each kind's capped sum: summed over kinds, each divided by the whole data set's rows of that kind
     (`loss`, `loss_kept` and `split_loss.SplitLoss` all end here, so that they stay the same float)."""
     sizes = data.sizes or {k: len(getattr(data, k)) for k in KINDS}
     return sum(sums[k] / max(sizes[k], 1) for k in KINDS)
@@ -158,7 +158,7 @@ class KeptLoss:
             rows = affected(param, self.data, self.levels)
             self._rows[param] = (rows, serving_rows_key(rows))
         rows, key = self._rows[param]
-        # the overlay holds every fitted constant's value: with the rows' key, all the serving sums depend on
+        # the overlay holds every fitted constant's value; with the rows' key it is all the serving sums depend on
         return loss_kept(rows, table, (key, repr(table.overlay)))
 
     def close(self) -> None:

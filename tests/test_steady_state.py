@@ -134,7 +134,7 @@ def test_the_shipped_runs_skipped_as_multinode_are_inferencex_deepseek_on_gb200(
     multinode = [by_id[i] for i, why in skipped if "multi-node disaggregated" in why]
     assert len(multinode) == 55
     for r in multinode:
-        gpus = r.agg.tp * r.agg.attention_dp
+        gpus = r.agg.chips_per_worker
         assert (r.system, r.harness, r.mode) == ("gb200-nvl72", "inferencex", "agg") and 12 <= gpus <= 72
         assert r.model in ("deepseek-r1", "deepseek-v3")
 

@@ -194,7 +194,7 @@ def serving_case(run: SiliconRun) -> ServingCase:
     if pool is None:
         raise TokensimError(f"{run.id}: no worker layout")
     if run.agg is not None:
-        why = multinode_disaggregated(run.harness, run.system, run.model, pool.tp * pool.attention_dp * pool.pp)
+        why = multinode_disaggregated(run.harness, run.system, run.model, pool.chips_per_worker)
         if why:
             raise TokensimError(f"{run.id}: {why}")
     tp, adp, ep, notes = _layout(pool, model, run)

@@ -41,7 +41,7 @@ def silicon(tmp_path_factory):
 def test_the_public_api_is_pinned():
     assert sorted(serving_rows.__all__) == sorted(["Pool", "SiliconRun", "ServingRow", "Unresolved", "SILICON_COLUMNS",
                                                    "SERVING_COLUMNS", "silicon_run", "serving_row", "read_silicon",
-                                                   "read_serving"])
+                                                   "read_serving", "job_replicas"])
 
 
 def test_an_agg_run_reads_engine_layout_concurrency_times_and_date(silicon):
@@ -88,6 +88,44 @@ def test_rows_that_cannot_be_read_name_the_missing_fact(silicon):
                           "nomodel": "model 'Qwen/Qwen2.5-72B-Instruct' not in the catalog"}
 
 
+JOB = "source_file=/x/b200_sxm/trtllm/1.3.0rc5/q.csv; gtl_job_id={job}; silicon_concurrency={c}; measured=2026-03-07"
+JOB_CSV = ",".join(SILICON_COLUMNS) + "\n" + "\n".join([
+    # aiconfigurator's job 23803065, as in silicon_dev.csv: a disagg run of 40 TP1 prefill + 6 TP4 decode workers
+    "dis," + JOB.format(job=7, c=480) + ",trtllm,1.3.0rc5,nvidia/Qwen3-32B-NVFP4,b200_sxm,fp4,disagg,15000,500,nvfp4,"
+    "nvfp4,,,,,,,1,40,1,1,1,1,1,80,6,4,1,1,1,1,1436.1,10.6",
+    # its agg run: TP2, batch 13, 416 clients = 32 x 13, and 64 GPUs / 2 = 32 replicas
+    "rep," + JOB.format(job=7, c=416) + ",trtllm,1.3.0rc5,nvidia/Qwen3-32B-NVFP4,b200_sxm,fp4,agg,15000,500,nvfp4,"
+    "nvfp4,13,2,1,1,1,1,,,,,,,,,,,,,,,719.3,13.7",
+    # the same job, concurrency 26 = 2 x 13: not 32 replicas' worth, so one replica as before
+    "odd," + JOB.format(job=7, c=26) + ",trtllm,1.3.0rc5,nvidia/Qwen3-32B-NVFP4,b200_sxm,fp4,agg,15000,500,nvfp4,"
+    "nvfp4,13,2,1,1,1,1,,,,,,,,,,,,,,,719.3,13.7",
+    # 416 clients in a job that ran no disagg deployment: nothing says how many GPUs, one replica
+    "alone," + JOB.format(job=8, c=416) + ",trtllm,1.3.0rc5,nvidia/Qwen3-32B-NVFP4,b200_sxm,fp4,agg,15000,500,nvfp4,"
+    "nvfp4,13,2,1,1,1,1,,,,,,,,,,,,,,,719.3,13.7",
+]) + "\n"
+
+
+def test_an_agg_run_is_read_as_replicas_only_where_its_jobs_gpu_budget_and_concurrency_agree(tmp_path):
+    """The job's disagg run holds 40 x 1 + 6 x 4 = 64 GPUs; the agg run's worker has 2, so 64 / 2 = 32 replicas,
+    and 32 x batch 13 x attention_dp 1 = 416, its stated concurrency: 32 replicas of 13 clients (64 GPUs). Where the
+    two disagree (26 clients) or the job ran no disagg deployment, the run stays one replica."""
+    from tokensim.validate.serving import serving_case
+    path = tmp_path / "jobs.csv"
+    path.write_text(JOB_CSV)
+    runs, unresolved = read_silicon(path)
+    assert not unresolved
+    by_id = {r.id: r for r in runs}
+    assert by_id["dis"].chips == 64 and by_id["dis"].job == "7"
+    rep = by_id["rep"]
+    assert (rep.agg.workers, rep.chips, rep.concurrency) == (32, 64, 416)
+    assert any("32 replicas of 2 GPUs, 13 clients each" in a for a in rep.assumptions)
+    assert not any(a.startswith("agg: one replica") for a in rep.assumptions)
+    for one in ("odd", "alone"):
+        assert (by_id[one].agg.workers, by_id[one].chips) == (1, 2)
+    case = serving_case(rep)
+    assert case.concurrency == 416 / 32 == 13 and case.deployment.batch == 13
+
+
 def test_a_file_missing_columns_is_refused_with_their_names(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("id,backend\nx,vllm\n")
@@ -126,6 +164,18 @@ def test_the_shared_silicon_file_resolves_at_least_95_percent():
     assert all(u.reason for u in unresolved)
     assert {(r.system, r.engine) for r in runs} >= {("b200", "trtllm"), ("h100-sxm", "vllm"), ("gb200-nvl72", "sglang")}
     assert Counter(r.mode for r in runs)["disagg"] > 0
+
+
+@pytest.mark.skipif(not (SHARED / "silicon_dev.csv").exists(), reason="shared/data/serving not present")
+def test_the_shared_agg_runs_read_as_replicas_are_the_64_gpu_jobs_five():
+    """silicon_dev.csv: exactly the five agg runs of aiconfigurator's jobs 23803065 and 23793564 read as replicas,
+    each on 64 GPUs like the jobs' disagg runs (DeepSeek-V3.1 NVFP4: 8 TP8 replicas; Qwen3-32B NVFP4: 32 TP2)."""
+    runs, _ = read_silicon(SHARED / "silicon_dev.csv")
+    replicated = [r for r in runs if r.agg is not None and r.agg.workers != 1]
+    assert len(replicated) == 5
+    assert {r.job for r in replicated} == {"23803065", "23793564"}
+    assert all(r.chips == 64 and r.concurrency == r.agg.workers * r.agg.batch_size for r in replicated)
+    assert sorted(r.agg.workers for r in replicated) == [8, 8, 32, 32, 32]
 
 
 @pytest.mark.skipif(not (SHARED / "serving_dev.csv").exists(), reason="shared/data/serving not present")

@@ -201,7 +201,7 @@ def serving_case(run: SiliconRun) -> ServingCase:
     kv, kv_note = kv_rule(run)
     notes.append(kv_note)
     if run.agg is not None:
-        concurrency = float(run.concurrency)
+        concurrency = run.concurrency / (pool.workers or 1)     # one replica's clients (serving_rows.job_replicas)
     elif pool.workers:
         concurrency = run.concurrency / pool.workers
         notes.append(f"decode worker load: concurrency {run.concurrency} over {pool.workers} decode workers")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tokensim.errors import TokensimError
@@ -23,7 +23,7 @@ from tokensim.validate.names import match_hardware, match_model
 from tokensim.validate.parse import Skip, count, kv_cell, layout, precision_word, unstated, weights_cell
 
 __all__ = ["Pool", "SiliconRun", "ServingRow", "Unresolved", "SILICON_COLUMNS", "SERVING_COLUMNS",
-           "silicon_run", "serving_row", "read_silicon", "read_serving"]
+           "silicon_run", "serving_row", "read_silicon", "read_serving", "job_replicas"]
 
 SILICON_COLUMNS = (
     "id", "silicon_data_source", "backend", "backend_version", "model_path", "system", "precision", "mode", "isl", "osl",
@@ -87,6 +87,7 @@ class SiliconRun:
     measured: str | None                # YYYY-MM-DD
     assumptions: tuple[str, ...] = ()
     harness: str | None = None          # the benchmark harness behind the row (validate.harness.harness_of)
+    job: str | None = None              # the collecting job that ran it, where the source names one (gtl_job_id=)
 
     @property
     def chips(self) -> int | None:
@@ -255,7 +256,39 @@ def silicon_run(raw: Mapping[str, str]) -> SiliconRun:
         weights=weights, gemm_weights=gemm, moe_weights=moe, kv=None, mode=mode, isl=isl, osl=osl, concurrency=stated,
         agg=agg, prefill=prefill, decode=decode, ttft_s=times["silicon_ttft_ms"], tpot_s=times["silicon_tpot_ms"],
         measured=measured.group(0) if measured else None, assumptions=tuple(notes), harness=harness,
+        job=fields.get("gtl_job_id") or None,
     )
+
+
+def job_replicas(runs: list[SiliconRun]) -> list[SiliconRun]:
+    """Agg runs read as several replicas where the job that ran them says so. aiconfigurator's gap-analysis jobs
+    (gtl_job_id=) compare agg and disagg deployments of one model on one GPU budget: in jobs 23803065 and 23793564
+    every disagg run holds 64 GPUs (40 TP1 prefill + 6 TP4 decode workers), and each agg run's concurrency is
+    batch_size x attention_dp x (64 / the GPUs of its worker): 8 TP8 replicas of 56 clients (448), 32 TP2 replicas
+    of 13 (416). Rule: where every disagg run of a job that states both worker counts holds the same G GPUs, an agg
+    run of that job whose stated concurrency is exactly R = G / (its worker's GPUs) >= 2 times batch_size x
+    attention_dp is R replicas behind the job's router, each with concurrency / R clients. Two facts of the rows
+    agree, or nothing changes; a run whose job holds no disagg run, or whose concurrency is batch_size x
+    attention_dp, stays one replica."""
+    budget: dict[str, set[int]] = {}
+    for r in runs:
+        if r.job and r.agg is None and r.chips is not None:
+            budget.setdefault(r.job, set()).add(r.chips)
+    out = []
+    for r in runs:
+        gpus = budget.get(r.job or "", set())
+        pool = r.agg
+        if pool is not None and pool.batch_size and len(gpus) == 1:
+            (g,) = gpus
+            replicas, rest = divmod(g, pool.chips_per_worker)
+            if replicas >= 2 and not rest and r.concurrency == replicas * pool.batch_size * pool.attention_dp:
+                note = (f"agg: {replicas} replicas of {pool.chips_per_worker} GPUs, {pool.batch_size * pool.attention_dp} "
+                        f"clients each: every disagg run of job {r.job} holds {g} GPUs, and concurrency {r.concurrency} "
+                        f"= {replicas} x batch_size {pool.batch_size} x attention_dp {pool.attention_dp} (rule)")
+                kept = tuple(a for a in r.assumptions if not a.startswith("agg: one replica"))
+                r = replace(r, agg=replace(pool, workers=replicas), assumptions=kept + (note,))
+        out.append(r)
+    return out
 
 
 # ---------------------------------------------------------------- serving_dev.csv
@@ -379,7 +412,8 @@ def _read(path: str | Path, columns: tuple[str, ...], build) -> tuple[list, list
 
 def read_silicon(path: str | Path) -> tuple[list[SiliconRun], list[Unresolved]]:
     """Every row of a silicon_sample-layout CSV: the runs read, and the rows that could not be (with reasons)."""
-    return _read(path, SILICON_COLUMNS, silicon_run)
+    runs, unresolved = _read(path, SILICON_COLUMNS, silicon_run)
+    return job_replicas(runs), unresolved
 
 
 def read_serving(path: str | Path) -> tuple[list[ServingRow], list[Unresolved]]:

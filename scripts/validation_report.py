@@ -161,12 +161,16 @@ def section(sample: int = 0) -> str:
     cases, skipped = build_cases(runs_read)
     multinode = sum("multi-node disaggregated" in why for _, why in skipped)
     inferencex = sum(c.run.harness == "inferencex" for c in cases)
+    replicated = sum(r.agg is not None and r.agg.workers != 1 for r in runs_read)
     lines += ["### Under load", "",
               "`tokensim validate --serving`: the 3,784 measured runs of `silicon_dev.csv` (aiconfigurator's silicon sample: "
               "TTFT and time per output token at fixed concurrency, nine models on H100, H200, B200 and GB200 with "
               f"TensorRT-LLM, vLLM and SGLang; {len(cases):,} laid out; the others are disaggregated runs that state no "
               f"decode-worker count, {multinode} of them InferenceX DeepSeek runs on GB200 written as agg on 12 to 72 GPUs, "
-              "which InferenceX ran only as multi-node disaggregated deployments: `harness.toml` [[multinode_disagg]]) "
+              "which InferenceX ran only as multi-node disaggregated deployments: `harness.toml` [[multinode_disagg]]; "
+              f"{replicated} agg runs whose concurrency is a whole multiple of their batch are read as that many "
+              "replicas, as aiconfigurator's generator sets concurrency = agg_workers x max_batch_size: "
+              "`serving_rows.agg_replicas`) "
               f"and {len(load['traces'])} real vLLM runs replayed request by request. Every figure below is out of sample: "
               "each run is "
               "predicted with the constants `tokensim fit` refitted without its (system, engine) pair. Each run is simulated "

@@ -41,7 +41,7 @@ def silicon(tmp_path_factory):
 def test_the_public_api_is_pinned():
     assert sorted(serving_rows.__all__) == sorted(["Pool", "SiliconRun", "ServingRow", "Unresolved", "SILICON_COLUMNS",
                                                    "SERVING_COLUMNS", "silicon_run", "serving_row", "read_silicon",
-                                                   "read_serving", "job_replicas"])
+                                                   "read_serving", "agg_replicas"])
 
 
 def test_an_agg_run_reads_engine_layout_concurrency_times_and_date(silicon):
@@ -96,32 +96,40 @@ JOB_CSV = ",".join(SILICON_COLUMNS) + "\n" + "\n".join([
     # its agg run: TP2, batch 13, 416 clients = 32 x 13, and 64 GPUs / 2 = 32 replicas
     "rep," + JOB.format(job=7, c=416) + ",trtllm,1.3.0rc5,nvidia/Qwen3-32B-NVFP4,b200_sxm,fp4,agg,15000,500,nvfp4,"
     "nvfp4,13,2,1,1,1,1,,,,,,,,,,,,,,,719.3,13.7",
-    # the same job, concurrency 26 = 2 x 13: not 32 replicas' worth, so one replica as before
+    # the same job, concurrency 26 = 2 x 13: 2 replicas (4 GPUs), which the job's budget does not corroborate
     "odd," + JOB.format(job=7, c=26) + ",trtllm,1.3.0rc5,nvidia/Qwen3-32B-NVFP4,b200_sxm,fp4,agg,15000,500,nvfp4,"
     "nvfp4,13,2,1,1,1,1,,,,,,,,,,,,,,,719.3,13.7",
-    # 416 clients in a job that ran no disagg deployment: nothing says how many GPUs, one replica
+    # 416 clients in a job that ran no disagg deployment: 32 replicas by the generator's rule alone
     "alone," + JOB.format(job=8, c=416) + ",trtllm,1.3.0rc5,nvidia/Qwen3-32B-NVFP4,b200_sxm,fp4,agg,15000,500,nvfp4,"
     "nvfp4,13,2,1,1,1,1,,,,,,,,,,,,,,,719.3,13.7",
 ]) + "\n"
 
 
-def test_an_agg_run_is_read_as_replicas_only_where_its_jobs_gpu_budget_and_concurrency_agree(tmp_path):
-    """The job's disagg run holds 40 x 1 + 6 x 4 = 64 GPUs; the agg run's worker has 2, so 64 / 2 = 32 replicas,
-    and 32 x batch 13 x attention_dp 1 = 416, its stated concurrency: 32 replicas of 13 clients (64 GPUs). Where the
-    two disagree (26 clients) or the job ran no disagg deployment, the run stays one replica."""
+def test_an_agg_run_stating_a_whole_multiple_of_its_batch_is_that_many_replicas(tmp_path):
+    """aiconfigurator's generator sets concurrency = agg_workers x max_batch_size. 416 = 32 x batch 13 x attention_dp
+    1: 32 TP2 replicas of 13 clients, 64 GPUs, which the job's disagg run (40 x 1 + 6 x 4 = 64 GPUs) holds too, and
+    the note says so; the same 416 in a job without disagg runs is 32 replicas as well, without that corroboration.
+    26 = 2 x 13 is 2 replicas; a concurrency equal to the batch stays one replica."""
     from tokensim.validate.serving import serving_case
     path = tmp_path / "jobs.csv"
-    path.write_text(JOB_CSV)
+    path.write_text(JOB_CSV + "one," + JOB.format(job=7, c=13)
+                    + ",trtllm,1.3.0rc5,nvidia/Qwen3-32B-NVFP4,b200_sxm,fp4,agg,15000,500,nvfp4,nvfp4,13,2,1,1,1,1,,,,,,,,,,,,"
+                    ",,,719.3,13.7\n")
     runs, unresolved = read_silicon(path)
     assert not unresolved
     by_id = {r.id: r for r in runs}
     assert by_id["dis"].chips == 64 and by_id["dis"].job == "7"
     rep = by_id["rep"]
     assert (rep.agg.workers, rep.chips, rep.concurrency) == (32, 64, 416)
-    assert any("32 replicas of 2 GPUs, 13 clients each" in a for a in rep.assumptions)
+    assert any("32 replicas of 2 GPUs, 13 clients each" in a and "job 7 holds the same 64 GPUs" in a
+               for a in rep.assumptions)
     assert not any(a.startswith("agg: one replica") for a in rep.assumptions)
-    for one in ("odd", "alone"):
-        assert (by_id[one].agg.workers, by_id[one].chips) == (1, 2)
+    alone = by_id["alone"]
+    assert (alone.agg.workers, alone.chips) == (32, 64)
+    assert not any("holds the same" in a for a in alone.assumptions)
+    assert (by_id["odd"].agg.workers, by_id["odd"].chips) == (2, 4)
+    assert (by_id["one"].agg.workers, by_id["one"].chips) == (1, 2)
+    assert any(a.startswith("agg: one replica") for a in by_id["one"].assumptions)
     case = serving_case(rep)
     assert case.concurrency == 416 / 32 == 13 and case.deployment.batch == 13
 
@@ -167,15 +175,17 @@ def test_the_shared_silicon_file_resolves_at_least_95_percent():
 
 
 @pytest.mark.skipif(not (SHARED / "silicon_dev.csv").exists(), reason="shared/data/serving not present")
-def test_the_shared_agg_runs_read_as_replicas_are_the_64_gpu_jobs_five():
-    """silicon_dev.csv: exactly the five agg runs of aiconfigurator's jobs 23803065 and 23793564 read as replicas,
-    each on 64 GPUs like the jobs' disagg runs (DeepSeek-V3.1 NVFP4: 8 TP8 replicas; Qwen3-32B NVFP4: 32 TP2)."""
+def test_the_shared_agg_runs_read_as_replicas():
+    """silicon_dev.csv: 29 TensorRT-LLM agg runs state a whole multiple (2 to 32) of their batch as concurrency and
+    are read as that many replicas; the five of jobs 23803065 and 23793564 hold 64 GPUs, as their jobs' disagg runs
+    do, and say so."""
     runs, _ = read_silicon(SHARED / "silicon_dev.csv")
     replicated = [r for r in runs if r.agg is not None and r.agg.workers != 1]
-    assert len(replicated) == 5
-    assert {r.job for r in replicated} == {"23803065", "23793564"}
-    assert all(r.chips == 64 and r.concurrency == r.agg.workers * r.agg.batch_size for r in replicated)
-    assert sorted(r.agg.workers for r in replicated) == [8, 8, 32, 32, 32]
+    assert len(replicated) == 29 and {r.engine for r in replicated} == {"trtllm"}
+    assert all(r.concurrency == r.agg.workers * r.agg.batch_size * r.agg.attention_dp for r in replicated)
+    corroborated = [r for r in replicated if any("holds the same" in a for a in r.assumptions)]
+    assert {r.job for r in corroborated} == {"23803065", "23793564"} and len(corroborated) == 5
+    assert all(r.chips == 64 for r in corroborated)
 
 
 @pytest.mark.skipif(not (SHARED / "serving_dev.csv").exists(), reason="shared/data/serving not present")

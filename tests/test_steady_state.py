@@ -148,15 +148,26 @@ def test_experts_wide_enough_per_gpu_stay_tensor_parallel(tmp_path):
     assert (d.tp, d.attn_dp, d.ep, d.redundant_experts) == (8, 1, 1, 0)
 
 
-def test_clients_beyond_the_stated_batch_all_run_where_the_source_states_more_of_them():
-    """Qwen3-32B on GB200 with TensorRT-LLM, tp 2, batch_size 1, 2 clients (silicon_dev.csv): the stated concurrency is
-    batch_size x tp, and the measured TTFT (0.23 s) shows no wait behind a running 500-token request (~4 s). Both
-    clients run: the cap becomes 2 per attention rank and the rule is recorded."""
+def test_a_whole_multiple_of_the_batch_is_that_many_replicas_as_the_generator_deploys_them():
+    """Qwen3-32B on GB200 with TensorRT-LLM, tp 2, batch_size 1, 2 clients (silicon_dev.csv): aiconfigurator's
+    generator sets a benchmark's concurrency to agg_workers x max_batch_size, so 2 = 2 x 1 is two TP2 replicas (one
+    4-GPU GB200 tray), one client each: the cap stays 1 per rank and the rule is recorded."""
     runs, _ = read_silicon(shipped_silicon())
     run = next(r for r in runs if r.id == "qwen_qwen3_32b_qwen_qwen3_32b_gb200_trtllm_agg_2000x500_c2_tp2_epnone_3")
-    assert (run.concurrency, run.agg.batch_size, run.agg.tp) == (2, 1, 2)
+    assert (run.concurrency, run.agg.batch_size, run.agg.tp, run.agg.workers, run.chips) == (2, 1, 2, 2, 4)
     cases, _ = build_cases([run])
-    assert cases[0].batch_cap == 2 and cases[0].running_per_rank == 2.0
+    assert cases[0].concurrency == 1 and cases[0].batch_cap == 1 and cases[0].running_per_rank == 1.0
+    assert any("2 replicas of 2 GPUs, 1 clients each" in a for a in run.assumptions)
+
+
+def test_clients_beyond_the_stated_batch_but_no_whole_multiple_of_it_all_run_on_one_replica(tmp_path):
+    """5 clients on a replica of batch_size 2: not a whole number of replicas, so one replica, and (as measured
+    TTFTs of such runs show no queue behind a full batch) every client runs: the cap becomes 5, the rule recorded."""
+    run = _run(tmp_path, "r4,source_file=x.csv; silicon_concurrency=5,trtllm,,Qwen/Qwen3-32B,h100_sxm,fp8,agg,"
+                         "1024,1024,fp8,fp8,2,2,1,1,1,1,,,,,,,,,,,,,,,200.0,10.0")
+    assert run.agg.workers == 1
+    cases, _ = build_cases([run])
+    assert cases[0].concurrency == 5 and cases[0].batch_cap == 5
     assert any("every client runs" in a for a in cases[0].assumptions)
 
 

@@ -201,7 +201,7 @@ def serving_case(run: SiliconRun) -> ServingCase:
     kv, kv_note = kv_rule(run)
     notes.append(kv_note)
     if run.agg is not None:
-        concurrency = run.concurrency / (pool.workers or 1)     # one replica's clients (serving_rows.job_replicas)
+        concurrency = run.concurrency / (pool.workers or 1)     # one replica's clients (serving_rows.agg_replicas)
     elif pool.workers:
         concurrency = run.concurrency / pool.workers
         notes.append(f"decode worker load: concurrency {run.concurrency} over {pool.workers} decode workers")
@@ -228,11 +228,11 @@ def serving_case(run: SiliconRun) -> ServingCase:
         notes.append(drawn)
     cap = pool.batch_size if run.agg is not None else None
     if cap is not None and cap < concurrency / adp:
-        # 29 TensorRT-LLM runs state more clients than batch_size x attention_dp (27 of them exactly batch_size x tp),
-        # and their measured TTFT shows no queue behind a full batch (0.1-1 s where one would wait whole requests:
-        # 4-100 s) while their TPOT grows with the clients: the engine ran every client, batch_size counting per GPU
+        # a replica with more clients than batch_size x attention_dp, not a whole multiple of it (a whole multiple is
+        # that many replicas: serving_rows.agg_replicas); no shipped run. The engine is taken to run every client, as
+        # measured TTFTs of such runs show no queue behind a full batch (0.1-1 s where one would wait whole requests)
         notes.append(f"concurrency {concurrency:g} exceeds batch_size {cap} x attention_dp {adp}: every client runs "
-                     f"(the stated batch size read as per GPU; measured TTFTs show no queue behind it) (rule)")
+                     f"(measured TTFTs of such runs show no queue behind a full batch) (rule)")
         cap = math.ceil(concurrency / adp)
     return ServingCase(run, dep, concurrency, run.agg is not None, tuple(notes), cap)
 

@@ -23,7 +23,7 @@ from tokensim.validate.names import match_hardware, match_model
 from tokensim.validate.parse import Skip, count, kv_cell, layout, precision_word, unstated, weights_cell
 
 __all__ = ["Pool", "SiliconRun", "ServingRow", "Unresolved", "SILICON_COLUMNS", "SERVING_COLUMNS",
-           "silicon_run", "serving_row", "read_silicon", "read_serving", "job_replicas"]
+           "silicon_run", "serving_row", "read_silicon", "read_serving", "agg_replicas"]
 
 SILICON_COLUMNS = (
     "id", "silicon_data_source", "backend", "backend_version", "model_path", "system", "precision", "mode", "isl", "osl",
@@ -260,33 +260,33 @@ def silicon_run(raw: Mapping[str, str]) -> SiliconRun:
     )
 
 
-def job_replicas(runs: list[SiliconRun]) -> list[SiliconRun]:
-    """Agg runs read as several replicas where the job that ran them says so. aiconfigurator's gap-analysis jobs
-    (gtl_job_id=) compare agg and disagg deployments of one model on one GPU budget: in jobs 23803065 and 23793564
-    every disagg run holds 64 GPUs (40 TP1 prefill + 6 TP4 decode workers), and each agg run's concurrency is
-    batch_size x attention_dp x (64 / the GPUs of its worker): 8 TP8 replicas of 56 clients (448), 32 TP2 replicas
-    of 13 (416). Rule: where every disagg run of a job that states both worker counts holds the same G GPUs, an agg
-    run of that job whose stated concurrency is exactly R = G / (its worker's GPUs) >= 2 times batch_size x
-    attention_dp is R replicas behind the job's router, each with concurrency / R clients. Two facts of the rows
-    agree, or nothing changes; a run whose job holds no disagg run, or whose concurrency is batch_size x
-    attention_dp, stays one replica."""
+def agg_replicas(runs: list[SiliconRun]) -> list[SiliconRun]:
+    """Agg runs that state more clients than one replica's batch, read as aiconfigurator's generator deploys them.
+    Its benchmark rule (generator/rule_plugin/benchmark/trtllm.rule and sglang.rule, from 71bb3d00e, 2026-01-30)
+    sets the benchmark's concurrency to agg_workers x max_batch_size, and the silicon sample's batch_size is that
+    max_batch_size (per attention-DP rank). Rule: an agg run whose stated concurrency is exactly R >= 2 times
+    batch_size x attention_dp ran R replicas behind the router, concurrency / R clients each. Where the run's job
+    (gtl_job_id=) also ran disagg deployments that all hold the same G GPUs, and R replicas hold G too, the note says
+    so (jobs 23803065 and 23793564: 40 TP1 prefill + 6 TP4 decode workers = 64 GPUs = 8 TP8 or 32 TP2 replicas). A
+    run whose concurrency is batch_size x attention_dp, or not a whole multiple of it, stays one replica."""
     budget: dict[str, set[int]] = {}
     for r in runs:
         if r.job and r.agg is None and r.chips is not None:
             budget.setdefault(r.job, set()).add(r.chips)
     out = []
     for r in runs:
-        gpus = budget.get(r.job or "", set())
         pool = r.agg
-        if pool is not None and pool.batch_size and len(gpus) == 1:
-            (g,) = gpus
-            replicas, rest = divmod(g, pool.chips_per_worker)
-            if replicas >= 2 and not rest and r.concurrency == replicas * pool.batch_size * pool.attention_dp:
-                note = (f"agg: {replicas} replicas of {pool.chips_per_worker} GPUs, {pool.batch_size * pool.attention_dp} "
-                        f"clients each: every disagg run of job {r.job} holds {g} GPUs, and concurrency {r.concurrency} "
-                        f"= {replicas} x batch_size {pool.batch_size} x attention_dp {pool.attention_dp} (rule)")
-                kept = tuple(a for a in r.assumptions if not a.startswith("agg: one replica"))
-                r = replace(r, agg=replace(pool, workers=replicas), assumptions=kept + (note,))
+        per_replica = pool.batch_size * pool.attention_dp if pool is not None and pool.batch_size else 0
+        if pool is not None and per_replica and r.concurrency > per_replica and r.concurrency % per_replica == 0:
+            replicas = r.concurrency // per_replica
+            gpus = replicas * pool.chips_per_worker
+            job = (f"; every disagg run of its job {r.job} holds the same {gpus} GPUs"
+                   if budget.get(r.job or "") == {gpus} else "")
+            note = (f"agg: {replicas} replicas of {pool.chips_per_worker} GPUs, {per_replica} clients each: concurrency "
+                    f"{r.concurrency} = {replicas} x batch_size {pool.batch_size} x attention_dp {pool.attention_dp}, as "
+                    f"aiconfigurator's generator sets it (agg_workers x max_batch_size){job} (rule)")
+            kept = tuple(a for a in r.assumptions if not a.startswith("agg: one replica"))
+            r = replace(r, agg=replace(pool, workers=replicas), assumptions=kept + (note,))
         out.append(r)
     return out
 
@@ -413,7 +413,7 @@ def _read(path: str | Path, columns: tuple[str, ...], build) -> tuple[list, list
 def read_silicon(path: str | Path) -> tuple[list[SiliconRun], list[Unresolved]]:
     """Every row of a silicon_sample-layout CSV: the runs read, and the rows that could not be (with reasons)."""
     runs, unresolved = _read(path, SILICON_COLUMNS, silicon_run)
-    return job_replicas(runs), unresolved
+    return agg_replicas(runs), unresolved
 
 
 def read_serving(path: str | Path) -> tuple[list[ServingRow], list[Unresolved]]:

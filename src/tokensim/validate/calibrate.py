@@ -118,7 +118,7 @@ def _loss(traces, model, hw, dep, base, values, kv) -> float:
 
 
 def fit_traces(traces: list[Trace], model: ModelSpec, hw: HardwareSpec, dep: Deployment, base: ConstantsTable,
-               kv_cache_tokens: int | None = None, sweeps: int = 4, steps: int = 10, progress=None) -> dict[str, float]:
+               kv_cache_tokens: int | None = None, sweeps: int = 5, steps: int = 12, progress=None) -> dict[str, float]:
     k = base.for_hardware(hw, dep.engine)
     values = {name: getattr(k, name) for name, _, _ in CALIBRATED}
     for _ in range(sweeps):

@@ -170,7 +170,7 @@ def section(sample: int = 0) -> str:
               "which InferenceX ran only as multi-node disaggregated deployments: `harness.toml` [[multinode_disagg]]; "
               f"{replicated} agg runs whose concurrency is a whole multiple of their batch are read as that many "
               "replicas, as aiconfigurator's generator sets concurrency = agg_workers x max_batch_size: "
-              "`serving_rows.agg_replicas`) "
+              "`serving_rows.silicon_run`) "
               f"and {len(load['traces'])} real vLLM runs replayed request by request. Every figure below is out of sample: "
               "each run is "
               "predicted with the constants `tokensim fit` refitted without its (system, engine) pair. Each run is simulated "

@@ -41,7 +41,7 @@ def silicon(tmp_path_factory):
 def test_the_public_api_is_pinned():
     assert sorted(serving_rows.__all__) == sorted(["Pool", "SiliconRun", "ServingRow", "Unresolved", "SILICON_COLUMNS",
                                                    "SERVING_COLUMNS", "silicon_run", "serving_row", "read_silicon",
-                                                   "read_serving", "agg_replicas"])
+                                                   "read_serving", "job_budgets"])
 
 
 def test_an_agg_run_reads_engine_layout_concurrency_times_and_date(silicon):
@@ -121,8 +121,8 @@ def test_an_agg_run_stating_a_whole_multiple_of_its_batch_is_that_many_replicas(
     assert by_id["dis"].chips == 64 and by_id["dis"].job == "7"
     rep = by_id["rep"]
     assert (rep.agg.workers, rep.chips, rep.concurrency) == (32, 64, 416)
-    assert any("32 replicas of 2 GPUs, 13 clients each" in a and "job 7 holds the same 64 GPUs" in a
-               for a in rep.assumptions)
+    assert any("32 replicas of 2 GPUs, 13 clients each" in a for a in rep.assumptions)
+    assert any("every disagg run of its job 7 holds the same 64 GPUs" in a for a in rep.assumptions)
     assert not any(a.startswith("agg: one replica") for a in rep.assumptions)
     alone = by_id["alone"]
     assert (alone.agg.workers, alone.chips) == (32, 64)

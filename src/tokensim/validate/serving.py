@@ -201,7 +201,7 @@ def serving_case(run: SiliconRun) -> ServingCase:
     kv, kv_note = kv_rule(run)
     notes.append(kv_note)
     if run.agg is not None:
-        concurrency = run.concurrency / (pool.workers or 1)     # one replica's clients (serving_rows.agg_replicas)
+        concurrency = run.concurrency / (pool.workers or 1)     # one replica's clients (serving_rows.silicon_run)
     elif pool.workers:
         concurrency = run.concurrency / pool.workers
         notes.append(f"decode worker load: concurrency {run.concurrency} over {pool.workers} decode workers")
@@ -229,7 +229,7 @@ def serving_case(run: SiliconRun) -> ServingCase:
     cap = pool.batch_size if run.agg is not None else None
     if cap is not None and cap < concurrency / adp:
         # a replica with more clients than batch_size x attention_dp, not a whole multiple of it (a whole multiple is
-        # that many replicas: serving_rows.agg_replicas); no shipped run. The engine is taken to run every client, as
+        # that many replicas: serving_rows.silicon_run); no shipped run. The engine is taken to run every client, as
         # measured TTFTs of such runs show no queue behind a full batch (0.1-1 s where one would wait whole requests)
         notes.append(f"concurrency {concurrency:g} exceeds batch_size {cap} x attention_dp {adp}: every client runs "
                      f"(measured TTFTs of such runs show no queue behind a full batch) (rule)")

@@ -23,7 +23,7 @@ from tokensim.validate.names import match_hardware, match_model
 from tokensim.validate.parse import Skip, count, kv_cell, layout, precision_word, unstated, weights_cell
 
 __all__ = ["Pool", "SiliconRun", "ServingRow", "Unresolved", "SILICON_COLUMNS", "SERVING_COLUMNS",
-           "silicon_run", "serving_row", "read_silicon", "read_serving", "agg_replicas"]
+           "silicon_run", "serving_row", "read_silicon", "read_serving", "job_budgets"]
 
 SILICON_COLUMNS = (
     "id", "silicon_data_source", "backend", "backend_version", "model_path", "system", "precision", "mode", "isl", "osl",
@@ -226,8 +226,6 @@ def silicon_run(raw: Mapping[str, str]) -> SiliconRun:
     isl, osl = _required(raw, "isl", row_id), _required(raw, "osl", row_id)
     if mode == "agg":
         agg, prefill, decode = _pool(raw, "", row_id, notes, is_moe), None, None
-        notes.append("agg: one replica (the columns give no replica count; concurrency = batch_size x attention_dp "
-                     "holds for 2,597 of 2,627 agg rows that state both)")
     else:
         agg, prefill, decode = None, _pool(raw, "prefill_", row_id, notes, is_moe), _pool(raw, "decode_", row_id, notes, is_moe)
     stated = count(fields.get("silicon_concurrency", ""), "silicon_concurrency", row_id).value
@@ -236,6 +234,8 @@ def silicon_run(raw: Mapping[str, str]) -> SiliconRun:
         notes.append(f"concurrency: not in silicon_data_source; batch_size x attention_dp_size = {stated}")
     if stated is None:
         raise Skip("concurrency not stated (no silicon_concurrency= in silicon_data_source, and no agg batch_size)")
+    if agg is not None:
+        agg = _replicas(agg, stated, notes)
     times = {}
     for column in ("silicon_ttft_ms", "silicon_tpot_ms"):
         try:
@@ -260,35 +260,36 @@ def silicon_run(raw: Mapping[str, str]) -> SiliconRun:
     )
 
 
-def agg_replicas(runs: list[SiliconRun]) -> list[SiliconRun]:
-    """Agg runs that state more clients than one replica's batch, read as aiconfigurator's generator deploys them.
-    Its benchmark rule (generator/rule_plugin/benchmark/trtllm.rule and sglang.rule, from 71bb3d00e, 2026-01-30)
-    sets the benchmark's concurrency to agg_workers x max_batch_size, and the silicon sample's batch_size is that
-    max_batch_size (per attention-DP rank). Rule: an agg run whose stated concurrency is exactly R >= 2 times
-    batch_size x attention_dp ran R replicas behind the router, concurrency / R clients each. Where the run's job
-    (gtl_job_id=) also ran disagg deployments that all hold the same G GPUs, and R replicas hold G too, the note says
-    so (jobs 23803065 and 23793564: 40 TP1 prefill + 6 TP4 decode workers = 64 GPUs = 8 TP8 or 32 TP2 replicas). A
-    run whose concurrency is batch_size x attention_dp, or not a whole multiple of it, stays one replica."""
+def _replicas(pool: Pool, concurrency: int, notes: list[str]) -> Pool:
+    """The agg pool with its replica count, as aiconfigurator's generator deploys it. Its benchmark rule
+    (generator/rule_plugin/benchmark/trtllm.rule and sglang.rule, from 71bb3d00e, 2026-01-30) sets the benchmark's
+    concurrency to agg_workers x max_batch_size, and the silicon sample's batch_size is that max_batch_size (per
+    attention-DP rank). Rule: an agg run whose stated concurrency is exactly R >= 2 times batch_size x attention_dp
+    ran R replicas behind the router, concurrency / R clients each; any other stays one replica."""
+    per_replica = pool.batch_size * pool.attention_dp if pool.batch_size else 0
+    if not per_replica or concurrency <= per_replica or concurrency % per_replica:
+        notes.append("agg: one replica (the columns give no replica count; concurrency = batch_size x attention_dp "
+                     "holds for 2,597 of 2,627 agg rows that state both)")
+        return pool
+    replicas = concurrency // per_replica
+    notes.append(f"agg: {replicas} replicas of {pool.chips_per_worker} GPUs, {per_replica} clients each: concurrency "
+                 f"{concurrency} = {replicas} x batch_size {pool.batch_size} x attention_dp {pool.attention_dp}, as "
+                 f"aiconfigurator's generator sets it (agg_workers x max_batch_size) (rule)")
+    return replace(pool, workers=replicas)
+
+
+def job_budgets(runs: list[SiliconRun]) -> list[SiliconRun]:
+    """Each agg run read as replicas whose job (gtl_job_id=) also ran disagg deployments that all hold the same G
+    GPUs, with R replicas holding G as well, says so: two facts of the rows agree (jobs 23803065 and 23793564: 40 TP1
+    prefill + 6 TP4 decode workers = 64 GPUs = 8 TP8 or 32 TP2 replicas)."""
     budget: dict[str, set[int]] = {}
     for r in runs:
         if r.job and r.agg is None and r.chips is not None:
             budget.setdefault(r.job, set()).add(r.chips)
-    out = []
-    for r in runs:
-        pool = r.agg
-        per_replica = pool.batch_size * pool.attention_dp if pool is not None and pool.batch_size else 0
-        if pool is not None and per_replica and r.concurrency > per_replica and r.concurrency % per_replica == 0:
-            replicas = r.concurrency // per_replica
-            gpus = replicas * pool.chips_per_worker
-            job = (f"; every disagg run of its job {r.job} holds the same {gpus} GPUs"
-                   if budget.get(r.job or "") == {gpus} else "")
-            note = (f"agg: {replicas} replicas of {pool.chips_per_worker} GPUs, {per_replica} clients each: concurrency "
-                    f"{r.concurrency} = {replicas} x batch_size {pool.batch_size} x attention_dp {pool.attention_dp}, as "
-                    f"aiconfigurator's generator sets it (agg_workers x max_batch_size){job} (rule)")
-            kept = tuple(a for a in r.assumptions if not a.startswith("agg: one replica"))
-            r = replace(r, agg=replace(pool, workers=replicas), assumptions=kept + (note,))
-        out.append(r)
-    return out
+    return [replace(r, assumptions=r.assumptions + (f"agg replicas: every disagg run of its job {r.job} holds the same "
+                                                    f"{r.chips} GPUs",))
+            if r.agg is not None and r.agg.workers != 1 and budget.get(r.job or "") == {r.chips} else r
+            for r in runs]
 
 
 # ---------------------------------------------------------------- serving_dev.csv
@@ -413,7 +414,7 @@ def _read(path: str | Path, columns: tuple[str, ...], build) -> tuple[list, list
 def read_silicon(path: str | Path) -> tuple[list[SiliconRun], list[Unresolved]]:
     """Every row of a silicon_sample-layout CSV: the runs read, and the rows that could not be (with reasons)."""
     runs, unresolved = _read(path, SILICON_COLUMNS, silicon_run)
-    return agg_replicas(runs), unresolved
+    return job_budgets(runs), unresolved
 
 
 def read_serving(path: str | Path) -> tuple[list[ServingRow], list[Unresolved]]:

@@ -175,9 +175,9 @@ def test_the_shared_silicon_file_resolves_at_least_95_percent():
 
 
 def test_the_shipped_agg_runs_read_as_replicas():
-    """silicon_dev.csv (the package's copy): 29 TensorRT-LLM agg runs state a whole multiple (2 to 32) of their batch as concurrency and
-    are read as that many replicas; the five of jobs 23803065 and 23793564 hold 64 GPUs, as their jobs' disagg runs
-    do, and say so."""
+    """silicon_dev.csv (the package's copy): 29 TensorRT-LLM agg runs state a whole multiple (2 to 32) of their
+    batch as concurrency and are read as that many replicas; the five of jobs 23803065 and 23793564 hold 64 GPUs, as
+    their jobs' disagg runs do, and say so."""
     from tokensim.validate.fit import shipped_silicon
     runs, _ = read_silicon(shipped_silicon())
     replicated = [r for r in runs if r.agg is not None and r.agg.workers != 1]

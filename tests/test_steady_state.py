@@ -194,6 +194,27 @@ def test_a_width_written_squared_is_read_as_the_named_layout(tmp_path, row_id, t
     assert any(f"read as {side} GPUs" in n for n in case.assumptions)
 
 
+@pytest.mark.parametrize("source, chips", [
+    ("db-dump/2026-04-27; config_id=690; silicon_concurrency=64", 2),     # InferenceX: its configs run on tp GPUs
+    ("source_file=x.csv; silicon_concurrency=64", 4),                      # aiconfigurator's own: an ordinary layout
+])
+def test_an_inferencex_width_written_squared_is_read_as_tp_gpus_even_unnamed(tmp_path, source, chips):
+    """MiniMax-M2.5 on B200 with vLLM written tp 2 x attention_dp 2 with moe_tp 1 x moe_ep 4, unnamed, inside one
+    8-GPU node (silicon_dev.csv's cfg690 rows): InferenceX's config for it lists only {tp: 2, ep: 2} at that width and
+    its script runs on $TP GPUs, so an InferenceX row is 2 GPUs, tp 2 with expert parallelism 2 (2 x 2 = 4 = the
+    written product), the rule recorded; the same numbers from another harness stay 4 GPUs (tp 2 x attention DP 2,
+    experts over 4)."""
+    from tokensim.validate.serving import serving_case
+    run = _run(tmp_path, f"minimaxm2_5_b200_vllm_fp8_agg_1024x1024_c64_cfg690,{source},vllm,0.19.0,"
+                         "MiniMaxAI/MiniMax-M2.5,b200_sxm,fp8,agg,1024,1024,fp8,fp8,32,2,1,2,1,4,,,,,,,,,,,,,,,"
+                         "191.9,22.4")
+    case = serving_case(run)
+    d = case.deployment
+    assert d.tp * d.attn_dp * d.pp == chips
+    assert (d.tp, d.attn_dp, d.ep) == ((2, 1, 2) if chips == 2 else (2, 2, 4))
+    assert any("read as 2 GPUs" in n for n in case.assumptions) == (chips == 2)
+
+
 def test_a_square_layout_that_is_not_named_and_fits_a_node_stands(tmp_path):
     """tp 4 with moe_tp 2 x moe_ep 2 = 4, unnamed, on one 8-GPU node: an ordinary 4-GPU layout (experts split 2 ways
     by tensor and 2 by expert parallelism); it stays 4 GPUs with expert parallelism 2."""

@@ -32,6 +32,7 @@ from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model
 from tokensim.specs.model.spec import MoE
 from tokensim.validate.harness import (
+    INFERENCEX,
     Launch,
     harness_speculation,
     lengths_note,
@@ -110,8 +111,14 @@ def _squared_layout(pool: Pool, model, run: SiliconRun) -> tuple[int, int, int] 
     The source's 2026-04-06 rows so written are named tpN_epN, and its 2026-03-25 rows write the same named layouts
     as tp N, moe_tp 1, moe_ep N with the same measured speed (gpt-oss-120b on H200, tp8_ep8, 8 clients, 1k/8k: TPOT
     5.27 ms there, 5.23 ms here; MiniMax-M2.5 on H100, tp4_ep4, 4 clients, 1k/1k: 10.12 and 10.09 ms); the unnamed
-    rows of the db-dump show the first pattern (16 and 64 'GPUs' on 8-GPU B200 and H200 nodes). An ordinary layout
-    such as tp 4 with moe_tp 2 x moe_ep 2 on one node, unnamed, stands."""
+    rows of the db-dump show the first pattern (16 and 64 'GPUs' on 8-GPU B200 and H200 nodes). Every InferenceX row
+    (harness inferencex) so written is read this way, named or not: its single-node configs run on `tp` GPUs whatever
+    their `ep` and `dp-attn` (each launch script passes --tensor-parallel-size $TP, or --data-parallel-size $TP with
+    tensor parallelism 1 under DP attention: benchmarks/single_node/minimaxm2.5_fp4_b200.sh at 79bd988e9), and the
+    unnamed MiniMax-M2.5 B200 vLLM rows written tp 2 x attention_dp 2 with moe_ep 4 (measured 2026-04-03 to 04-22)
+    come from configs whose only 2-GPU-wide entries are {tp: 2, ep: 2} (.github/configs/nvidia-master.yaml at
+    bddbf4031 and 79bd988e9); their named twins (tp2_ep2) are already read as 2 GPUs. An ordinary layout such as
+    tp 4 with moe_tp 2 x moe_ep 2 on one node, unnamed and from another harness, stands."""
     if not model.is_moe or not pool.moe_ep or not pool.moe_tp:
         return None
     tp, adp, mtp, mep = pool.tp, pool.attention_dp, pool.moe_tp, pool.moe_ep
@@ -127,7 +134,7 @@ def _squared_layout(pool: Pool, model, run: SiliconRun) -> tuple[int, int, int] 
     named = re.search(rf"_tp{side}(?:_0)?_ep{side}(?:_|$)", run.id) is not None
     up = catalog()[run.system].link("scale_up")
     beyond = up is not None and 0 < up.domain_chips < side * side
-    return layout if named or beyond else None
+    return layout if named or beyond or run.harness == INFERENCEX else None
 
 
 def _layout(pool: Pool, model, run: SiliconRun) -> tuple[int, int, int, list[str]]:

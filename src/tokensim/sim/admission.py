@@ -24,14 +24,16 @@ WAITING, RUNNING, DONE = 0, 1, 2
 class Plan:
     """What one step runs: a lane's decoders (all of them, or none) and prefill chunks; once
     launched, also how it runs (steps taken at once, their times, speculative tokens)."""
-    __slots__ = ("lane", "decode", "prefills", "steady", "extra_s", "start_s", "steps", "durations",
-                 "tokens")
+    __slots__ = ("lane", "decode", "prefills", "chunks", "cached", "steady", "extra_s", "start_s", "steps",
+                 "durations", "tokens")
 
     def __init__(self, lane: int, start_s: float) -> None:
         self.lane = lane
         self.start_s = start_s
         self.decode = False
         self.prefills: list[tuple[Req, int, int]] = []   # (request, chunk tokens, cached tokens)
+        self.chunks: list[int] = []                      # the same chunk tokens, and cached tokens, as columns
+        self.cached: list[int] = []
         self.steady = False     # the next step would be the same unless an event or a finish
         self.extra_s = 0.0      # time added to the step (host-tier restores)
         self.steps = 1                              # identical decode steps taken at once
@@ -136,6 +138,8 @@ class Admission:
 
     def schedule_chunk(self, plan: Plan, r: Req, chunk: int) -> None:
         plan.prefills.append((r, chunk, r.scheduled))
+        plan.chunks.append(chunk)
+        plan.cached.append(r.scheduled)
         r.scheduled += chunk
 
     def grow(self, r: Req, chunk: int) -> bool:
@@ -151,11 +155,14 @@ class Admission:
     def try_decode_blocks(self, lane: int) -> bool:
         """Blocks for one decode step of every sequence in the lane."""
         dec = self.lanes[lane]
-        if self.kv.allocate(dec.blocks_needed(self.q)):
+        if dec.spec:
+            if not self.kv.allocate(dec.blocks_needed(self.q)):
+                return False
             dec.commit_blocks(self.q)
-            dec.committed = 1
-            return True
-        return False
+        elif not self.kv.allocate(dec.hist[-dec.k % dec.block_size]):    # DecodeSet.blocks_needed, inlined
+            return False
+        dec.committed = 1
+        return True
 
     def admit_ready(self, r: Req, lane: int, now: float) -> bool:
         """Admit a request whose prompt KV came from a prefill engine straight to decoding."""
@@ -211,14 +218,10 @@ class Admission:
 
     # -- internals ----------------------------------------------------------------------------
     def _leave_decoding(self, r: Req) -> None:
-        dec = self.lanes[r.lane]
-        ctx = dec.context(r)
-        held = dec.held_blocks(r)
-        r.last_token_s = dec.irregular.get(r, dec.last_emit_s)
+        ctx, held, r.last_token_s = self.lanes[r.lane].remove(r)
         r.computed = r.scheduled = ctx
         r.output = ctx - r.prompt_tokens + 1
         r.private_blocks = held - r.shared_blocks
-        dec.remove(r)
         r.lane = -1
 
     def _free_kv(self, r: Req, *, park: bool) -> None:

@@ -80,14 +80,19 @@ class DecodeSet:
             return int(self.held[r.slot])
         return -(-(self.context(r) + self.committed) // self.block_size)
 
-    def remove(self, r: Req) -> None:
-        """Stop decoding `r` (its counts are read back by the caller first)."""
+    def remove(self, r: Req) -> tuple[int, int, float]:
+        """Stop decoding `r`; returns its context, the blocks it holds and when it got its last token."""
         i = r.slot
         last = self.n - 1
         base = int(self.base[i])
+        ctx = base + self.k
         self.base_sum -= base
-        if not self.spec:
+        if self.spec:
+            held = int(self.held[i])
+        else:
+            held = -(-(ctx + self.committed) // self.block_size)
             self.hist[base % self.block_size] -= 1
+        last_token_s = self.irregular.pop(r, self.last_emit_s) if self.irregular else self.last_emit_s
         if i != last:
             self.base[i] = self.base[last]
             self.end[i] = self.end[last]
@@ -100,7 +105,7 @@ class DecodeSet:
         self.reqs.pop()
         self.n = last
         r.slot = -1
-        self.irregular.pop(r, None)
+        return ctx, held, last_token_s
 
     # -- one step -------------------------------------------------------------------------------
     def contexts(self) -> np.ndarray:

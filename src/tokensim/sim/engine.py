@@ -23,6 +23,7 @@ from tokensim.sim.spec import EngineSpec
 from tokensim.sim.timer import StepBatch
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+FIRST_PRICED_STEPS = 8      # decode steps priced before the rest of a run (`Engine._extend_run`)
 
 
 class Engine(Admission):
@@ -131,17 +132,20 @@ class Engine(Admission):
         dec = self.lanes[lane]
         self.next_lane = (lane + 1) % self.stages
         if plan.decode:
-            ctx, ctx_sum = dec.contexts(), dec.context_sum()
+            n, k = dec.n, dec.k                 # DecodeSet.contexts() and .context_sum(), inlined
+            ctx, ctx_sum = dec.base[:n] + k, dec.base_sum + n * k
         else:
             ctx, ctx_sum = _EMPTY, 0
         if prefills:
-            chunks = np.array([c for _, c, _ in prefills], dtype=np.int64)
-            cached = np.array([k for _, _, k in prefills], dtype=np.int64)
+            chunks = np.array(plan.chunks, dtype=np.int64)
+            cached = np.array(plan.cached, dtype=np.int64)
         else:
             chunks = cached = _EMPTY
         batch = StepBatch(ctx, chunks, cached, self.q, ctx_sum)
         dt = self.timer.step_s(batch) + plan.extra_s
-        self.series.record(now, ctx.size + chunks.size, self.kv.used_blocks, len(waiting))
+        series = self.series
+        if series.due():
+            series.add(now, ctx.size + chunks.size, self.kv.used_blocks, len(waiting))
         if self.speculative and plan.decode:
             plan.tokens = self._draw_tokens(dec)
         if self.stages == 1:
@@ -158,6 +162,8 @@ class Engine(Admission):
             self.poke(now)
 
     def _plan_free_lane(self, now: float) -> Plan | None:
+        if self.stages == 1:
+            return None if self.lane_busy[0] else self._plan(0, now)
         for j in range(self.stages):
             lane = (self.next_lane + j) % self.stages
             if not self.lane_busy[lane]:
@@ -222,9 +228,16 @@ class Engine(Admission):
                 return end1
         if self.has_decode_run:
             run_s = self.timer.decode_run_s  # type: ignore[attr-defined]
-            durations = np.asarray(run_s(ctx + 1, m_max - 1), dtype=np.float64)
-            starts = end1 + np.concatenate(([0.0], np.cumsum(durations[:-1])))
-            extra = int(np.searchsorted(starts, horizon, side="left"))
+            # Step j's time does not depend on how many are asked for, so the first few are priced first: the next
+            # event usually comes within them, and a run priced whole would be mostly thrown away.
+            ask = min(m_max - 1, FIRST_PRICED_STEPS)
+            while True:
+                durations = np.asarray(run_s(ctx + 1, ask), dtype=np.float64)
+                starts = end1 + np.concatenate(([0.0], np.cumsum(durations[:-1])))
+                extra = int(np.searchsorted(starts, horizon, side="left"))
+                if extra < ask or ask == m_max - 1:
+                    break
+                ask = m_max - 1
             durations = durations[:extra]
         else:
             vals: list[float] = []

@@ -19,10 +19,16 @@ class Series:
         self.queue_length: list[int] = []
 
     def record(self, time_s: float, batch_size: int, kv_blocks_used: int, queue_length: int) -> None:
+        if self.due():
+            self.add(time_s, batch_size, kv_blocks_used, queue_length)
+
+    def due(self) -> bool:
+        """Count a step; whether it is one to keep (then `add` its point)."""
         count = self.count
         self.count = count + 1
-        if count % self.stride:
-            return
+        return not count % self.stride
+
+    def add(self, time_s: float, batch_size: int, kv_blocks_used: int, queue_length: int) -> None:
         self.time_s.append(time_s)
         self.batch_size.append(batch_size)
         self.kv_blocks_used.append(kv_blocks_used)

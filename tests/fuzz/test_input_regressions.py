@@ -23,12 +23,14 @@ SCENARIO = 'name = "s"\nmodel = "llama-3.1-8b"\nhardware = "h100-sxm"\n[deployme
 
 
 def _refused(path, loader, *needles, within_s: float = 2.0) -> str:
-    """`loader(path)` raises one TokensimError line that names the file and each needle, within `within_s`."""
-    start = time.perf_counter()
+    """`loader(path)` raises one TokensimError line that names the file and each needle, within `within_s` of this
+    process's CPU time (the work the input costs, whatever else the machine runs; a hang is cut by the wall-clock
+    `time_limit`)."""
+    start = time.process_time()
     with time_limit(within_s + 5), pytest.raises(TokensimError) as err:
         loader(path)
     message = str(err.value)
-    assert time.perf_counter() - start < within_s, message
+    assert time.process_time() - start < within_s, message
     assert "\n" not in message and str(path) in message, message
     for needle in needles:
         assert needle in message, message

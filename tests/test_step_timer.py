@@ -102,3 +102,23 @@ def test_a_run_of_decode_steps_is_priced_step_by_step(exact):
         one_by_one = [timer.step_s(StepBatch(ctx + j, EMPTY, EMPTY)) for j in range(300)]
         assert run.tolist() == one_by_one
     assert timer.decode_run_s(EMPTY, 3).tolist() == [0.0, 0.0, 0.0]      # step_s of an empty batch is no time
+
+
+def test_timers_of_one_replica_share_prices_and_others_do_not():
+    """Timers that differ only in the deployment's batch (one configuration's runs at each concurrency) share one
+    table of step prices; a timer of another layout or other constants keeps its own, so a shared price is always
+    the one that timer would have computed (checked against the exact step function)."""
+    from tokensim.perf.constants import default_table
+
+    a, b = _timer(tp=2, batch=8), _timer(tp=2, batch=256)
+    batch = StepBatch(np.array([900, 1300, 2100]), np.array([512]), np.array([0]))
+    t = a.step_s(batch)
+    assert b._cache is a._cache and b.cached_steps >= 1
+    assert b.step_s(batch) == t
+    other_layout = _timer(tp=4, batch=8)
+    slower = default_table().with_overlay({"default": {"default": {"kernel_gap_s": 9e-6}}})
+    other_constants = CostModelTimer(a.model, a.hw, a.dep, slower)
+    for other in (other_layout, other_constants):
+        assert other._cache is not a._cache
+        exact = CostModelTimer(other.model, other.hw, other.dep, other.constants, exact=True).step_s(batch)
+        assert other.step_s(batch) == pytest.approx(exact, rel=5e-3) and other.step_s(batch) != t

@@ -17,7 +17,8 @@ approximation this layer adds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -30,6 +31,8 @@ from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.specs.model.spec import ModelSpec
 
 RELATIVE_BUCKET = 1.0 / 128     # continuous sums are rounded to this relative step in log space
+SHARED_PRICE_TABLES = 1024      # step-price tables a process keeps for timers of the same replica (least recent out)
+_SHARED: OrderedDict = OrderedDict()
 
 
 def _bucket(x: float) -> int:
@@ -56,6 +59,19 @@ class CostModelTimer:
 
     def __post_init__(self) -> None:
         self._ctx = make_context(self.model, self.hw, self.dep, for_hardware(self.hw, self.dep.engine, self.constants))
+        if not self.exact:
+            # A step's price depends on the model, the chip, the layout, the resolved constants and the drafts, not on
+            # the deployment's batch: timers of one replica (the runs of one configuration at every concurrency, in
+            # validation and in the fit) share one table of prices, each priced once per process.
+            key = (self.model, self.hw, replace(self.dep, batch=1), self._ctx.k, self.draft)
+            table = _SHARED.get(key)
+            if table is None:
+                table = _SHARED[key] = {}
+                if len(_SHARED) > SHARED_PRICE_TABLES:
+                    _SHARED.popitem(last=False)
+            else:
+                _SHARED.move_to_end(key)
+            self._cache = table
 
     def batch_of(self, decode_seqs: int, decode_context: float, prefill_seqs: int, prefill_tokens: float,
                  prefill_cached: float, prefill_position: float, query_per_decode: int) -> Batch:
@@ -114,14 +130,20 @@ class CostModelTimer:
         total = int(contexts.sum())
         if self.exact:
             return np.array([self._priced(nd, (total + nd * j) / nd, 0, 0.0, 0.0, 0.0, 1) for j in range(n_steps)])
-        out = []
-        last, t = -1, 0.0
-        for j in range(n_steps):
+        out = np.empty(n_steps, dtype=np.float64)
+        j = 0
+        while j < n_steps:
             i = _bucket((total + nd * j) / nd)
-            if i != last:                       # the mean grows a token a step: a new bucket every ~mean / 128 steps
-                t, last = self._cached((nd, i, 0, 0, 0, 0, 1)), i
-            out.append(t)
-        return np.array(out, dtype=np.float64)
+            # the mean grows a token a step: the bucket changes every ~mean / 128 steps, near where the mean reaches the
+            # bucket's upper edge; the guess is then moved to the exact first step whose bucket differs
+            k = min(n_steps, j + 1 + max(0, int(math.exp((i - 0.5) * RELATIVE_BUCKET) - (total + nd * j) / nd)))
+            while k > j + 1 and _bucket((total + nd * (k - 1)) / nd) != i:
+                k -= 1
+            while k < n_steps and _bucket((total + nd * k) / nd) == i:
+                k += 1
+            out[j:k] = self._cached((nd, i, 0, 0, 0, 0, 1))
+            j = k
+        return out
 
     @property
     def cached_steps(self) -> int:

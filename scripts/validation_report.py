@@ -94,6 +94,21 @@ def breakdown_lines(sim: dict) -> list[str]:
     return lines
 
 
+def level_lines(sim: dict) -> list[str]:
+    """The error split into each configuration's level and its change with load (breakdown.level_and_load)."""
+    split = sim.get("level_and_load")
+    if not split or not split["ttft"]["runs"]:
+        return []
+    t, p = split["ttft"], split["tpot"]
+    return ["", f"Level or load: {t['configurations']} configurations (the same model, system, engine, harness, lengths, "
+            f"layout and precisions) were simulated at 3 or more loads ({t['runs']} runs). Their TTFT is off by a median "
+            f"{_pct(t, 'as_is_median_abs_error')} as the runs are and {_pct(t, 'load_only_median_abs_error')} once each "
+            f"configuration's own median error (its level: ln(predicted / measured) shared by all its loads) is taken "
+            f"out; TPOT {_pct(p, 'as_is_median_abs_error')} and {_pct(p, 'load_only_median_abs_error')} "
+            f"({p['runs']} runs). What is left after the levels is how the error changes with the load within one "
+            "configuration (`validate.breakdown.level_and_load`)."]
+
+
 TRACE_BAR = 0.15      # issue 12: a trace's TTFT and TPOT mean, p50 and p99 within 15 % of the recorded run
 
 
@@ -221,6 +236,7 @@ def section(sample: int = 0) -> str:
               "groups them by the clients on each attention rank and by model (median abs. error, signed median in "
               "brackets):"]
     lines += breakdown_lines(sim)
+    lines += level_lines(sim)
     lines += ["", "| trace | TTFT mean | TTFT p50 | TTFT p99 | TPOT mean | TPOT p50 | TPOT p99 |",
               "|---|---|---|---|---|---|---|"]
     for x in load["traces"]:

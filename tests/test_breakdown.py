@@ -43,10 +43,28 @@ def test_lengths_that_differ_are_refused():
         group_errors(["a", "b"], [0.1], [0.1, 0.2])
 
 
-def _result(model, clients, attn_dp, ttft_error, tpot_error):
-    case = SimpleNamespace(concurrency=clients, deployment=SimpleNamespace(attn_dp=attn_dp),
-                           run=SimpleNamespace(model=model))
+def _result(model, clients, attn_dp, ttft_error, tpot_error, isl=1024):
+    layout = SimpleNamespace(attn_dp=attn_dp, tp=1, pp=1, ep=1, weights="fp8", expert_weights=None, kv="fp8")
+    run = SimpleNamespace(model=model, system="h100-sxm", engine="vllm", harness="inferencex", isl=isl, osl=1024)
+    case = SimpleNamespace(concurrency=clients, deployment=layout, run=run, prefill_in_decode=True)
     return SimpleNamespace(case=case, ttft_error=ttft_error, tpot_error=tpot_error)
+
+
+def test_error_splits_into_each_configurations_level_and_its_change_with_load():
+    """Hand calculation. Configuration A at three loads: predicted / measured 2, 2, 2.2 (errors +100, +100, +120 %);
+    its level is the median, 2, so what changes with load is 1, 1, 1.1 (0, 0, 10 %). Configuration C: 0.5, 1.0, 0.8,
+    level 0.8, left 0.625, 1.25, 1 (37.5, 25, 0 %). Configuration B has two loads only and counts in neither. As they
+    are, the six |errors| 1, 1, 1.2, 0.5, 0, 0.2 have median 0.75; with the levels out, 0, 0, 0.1, 0.375, 0.25, 0 have
+    median 0.05. A run without a finite error is left out."""
+    ttft = {"A": [1.0, 1.0, 1.2], "B": [0.3, -0.3], "C": [-0.5, 0.0, -0.2, math.nan]}
+    results = [_result("m", 4 * (i + 1), 1, e, 0.0, isl=isl) for isl, key in ((1024, "A"), (2048, "B"), (4096, "C"))
+               for i, e in enumerate(ttft[key])]
+    out = simulated_breakdown(results)["level_and_load"]["ttft"]
+    assert (out["configurations"], out["runs"]) == (2, 6)
+    assert out["as_is_median_abs_error"] == pytest.approx(0.75)
+    assert out["load_only_median_abs_error"] == pytest.approx(0.05)
+    tpot = simulated_breakdown(results)["level_and_load"]["tpot"]
+    assert tpot["load_only_median_abs_error"] == 0.0 and tpot["runs"] == 7     # C's fourth run has a finite TPOT
 
 
 def test_breakdown_counts_every_run_once_per_grouping_and_orders_regimes_by_load():
@@ -99,3 +117,22 @@ def test_the_readme_script_writes_each_groups_run_count_and_signed_median():
     lines = module.breakdown_lines(simulated_breakdown([_result("m3", 2, 1, float("nan"), 0.05)]))
     assert "| m3 | 1 | - | 5.0% (+5%) |" in lines
     assert simulated_breakdown([_result("m3", 2, 1, float("nan"), 0.05)])["by_model"]["m3"]["runs"] == 1
+
+
+def test_the_readme_script_states_the_level_and_load_split():
+    """The README's sentence carries the split's counts and both medians (the hand-calculated case above: 75 % as the
+    runs are, 5 % with each configuration's level out)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "validation_report.py"
+    spec = importlib.util.spec_from_file_location("validation_report", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ttft = {"A": [1.0, 1.0, 1.2], "C": [-0.5, 0.0, -0.2]}
+    results = [_result("m", 4 * (i + 1), 1, e, 0.1, isl=isl) for isl, key in ((1024, "A"), (4096, "C"))
+               for i, e in enumerate(ttft[key])]
+    text = " ".join(module.level_lines(simulated_breakdown(results)))
+    assert "2 configurations" in text and "(6 runs)" in text
+    assert "a median 75.0% as the runs are and 5.0% once" in text
+    assert "TPOT 10.0% and 0.0%" in text

@@ -442,6 +442,17 @@ def print_serving_validation(load: dict, out) -> None:
         for name, g in groups.items():
             tb.add_row(name, str(g["runs"]), pct(g["ttft"]), signed(g["ttft"]), pct(g["tpot"]), signed(g["tpot"]))
         out.print(tb)
+    split = sim.get("level_and_load")
+    if split and split["ttft"]["runs"]:
+        tl = Table(title="simulated sample, configurations at 3 or more loads: median abs. error as the runs are, and "
+                         "with each configuration's own median error (its level) taken out", title_justify="left")
+        for col in ("metric", "configurations", "runs", "as they are", "load only"):
+            tl.add_column(col)
+        for metric in ("ttft", "tpot"):
+            st = split[metric]
+            tl.add_row(metric.upper(), str(st["configurations"]), str(st["runs"]), pct(st, "as_is_median_abs_error"),
+                       pct(st, "load_only_median_abs_error"))
+        out.print(tl)
     tr = Table(title="vLLM traces replayed request by request: error against the recorded run (LLMServingSim's own in brackets)",
                title_justify="left")
     for col in ("trace", "TTFT mean", "p50", "p99", "TPOT mean", "p50", "p99"):

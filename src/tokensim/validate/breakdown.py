@@ -47,7 +47,8 @@ def group_errors(keys: list[str], ttft_errors, tpot_errors) -> dict[str, dict]:
 
 
 def simulated_breakdown(results) -> dict[str, dict]:
-    """Simulated serving runs (`LoadResult`s) grouped by load regime (in LOAD_REGIMES order) and by model (by name)."""
+    """Simulated serving runs (`LoadResult`s) grouped by load regime (in LOAD_REGIMES order) and by model (by name), and
+their error split into each configuration's level and its change with load (`level_and_load`)."""
     results = list(results)
     ttft = [r.ttft_error for r in results]
     tpot = [r.tpot_error for r in results]
@@ -55,7 +56,43 @@ def simulated_breakdown(results) -> dict[str, dict]:
     by_model = group_errors([r.case.run.model for r in results], ttft, tpot)
     order = [name for _, name in LOAD_REGIMES]
     return {"by_load": {k: by_load[k] for k in order if k in by_load},
-            "by_model": {k: by_model[k] for k in sorted(by_model)}}
+            "by_model": {k: by_model[k] for k in sorted(by_model)},
+            "level_and_load": level_and_load([configuration_key(r.case) for r in results], ttft, tpot)}
 
 
-__all__ = ["LOAD_REGIMES", "group_errors", "load_regime", "simulated_breakdown"]
+MIN_LOADS = 3      # runs of one configuration at different loads needed for its own median to mean something
+
+
+def configuration_key(case) -> tuple:
+    """A serving run's configuration less its load: model, system, engine, harness, lengths, the worker's layout and
+    precisions (`repeats.case_key` without the clients and the batch cap, which a generator sets from them)."""
+    d = case.deployment
+    return (case.run.model, case.run.system, case.run.engine, case.run.harness, case.run.isl, case.run.osl, d.tp, d.pp,
+            d.attn_dp, d.ep, d.weights, d.expert_weights, d.kv, case.prefill_in_decode)
+
+
+def _median_abs(logs: np.ndarray) -> float | None:
+    return float(np.median(np.abs(np.expm1(logs)))) if logs.size else None
+
+
+def level_and_load(keys: list, ttft_errors, tpot_errors) -> dict:
+    """How much of the error is each configuration's level and how much its change with load: over the configurations
+    measured at MIN_LOADS or more loads (runs sharing a key), the median |error| of their runs as they are, and again
+    after each configuration's median log error (its level: ln(predicted / measured) shared by all its loads) is
+    taken out. What is left is the part that varies with the load within one configuration. Runs with a non-finite
+    error are left out of both."""
+    out: dict = {}
+    for metric, errors in (("ttft", ttft_errors), ("tpot", tpot_errors)):
+        logs: dict = {}
+        for k, e in zip(keys, errors, strict=True):
+            if math.isfinite(e) and e > -1:
+                logs.setdefault(k, []).append(math.log1p(e))
+        kept = [np.asarray(v) for v in logs.values() if len(v) >= MIN_LOADS]
+        as_is = np.concatenate(kept) if kept else np.zeros(0)
+        within = np.concatenate([v - np.median(v) for v in kept]) if kept else np.zeros(0)
+        out[metric] = {"configurations": len(kept), "runs": int(as_is.size), "as_is_median_abs_error": _median_abs(as_is),
+                       "load_only_median_abs_error": _median_abs(within)}
+    return out
+
+
+__all__ = ["LOAD_REGIMES", "configuration_key", "group_errors", "level_and_load", "load_regime", "simulated_breakdown"]

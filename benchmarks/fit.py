@@ -1,5 +1,5 @@
 """The two units of work `tokensim fit` repeats, timed: one evaluation of the objective on the rows a constant moves
-(the golden-section search makes 13 per constant per sweep in sample, each split over the processes; 9 per refit out
+(the golden-section search makes 13 per constant per sweep in sample, each split over the processes; 12 per refit out
 of sample, each refit in one process), and the
 serving runs simulated at one set of constants (three full passes in sample, each pair's runs again out of sample).
 

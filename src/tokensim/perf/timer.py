@@ -130,20 +130,14 @@ class CostModelTimer:
         total = int(contexts.sum())
         if self.exact:
             return np.array([self._priced(nd, (total + nd * j) / nd, 0, 0.0, 0.0, 0.0, 1) for j in range(n_steps)])
-        out = np.empty(n_steps, dtype=np.float64)
-        j = 0
-        while j < n_steps:
+        out = []
+        last, t = -1, 0.0
+        for j in range(n_steps):
             i = _bucket((total + nd * j) / nd)
-            # the mean grows a token a step: the bucket changes every ~mean / 128 steps, near where the mean reaches the
-            # bucket's upper edge; the guess is then moved to the exact first step whose bucket differs
-            k = min(n_steps, j + 1 + max(0, int(math.exp((i - 0.5) * RELATIVE_BUCKET) - (total + nd * j) / nd)))
-            while k > j + 1 and _bucket((total + nd * (k - 1)) / nd) != i:
-                k -= 1
-            while k < n_steps and _bucket((total + nd * k) / nd) == i:
-                k += 1
-            out[j:k] = self._cached((nd, i, 0, 0, 0, 0, 1))
-            j = k
-        return out
+            if i != last:                       # the mean grows a token a step: a new bucket every ~mean / 128 steps
+                t, last = self._cached((nd, i, 0, 0, 0, 0, 1)), i
+            out.append(t)
+        return np.array(out, dtype=np.float64)
 
     @property
     def cached_steps(self) -> int:

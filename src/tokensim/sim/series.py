@@ -18,10 +18,6 @@ class Series:
         self.kv_blocks_used: list[int] = []
         self.queue_length: list[int] = []
 
-    def record(self, time_s: float, batch_size: int, kv_blocks_used: int, queue_length: int) -> None:
-        if self.due():
-            self.add(time_s, batch_size, kv_blocks_used, queue_length)
-
     def due(self) -> bool:
         """Count a step; whether it is one to keep (then `add` its point)."""
         count = self.count

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from tokensim.validate.load import error_stats
+from tokensim.validate.repeats import setup_key
 from tokensim.validate.serving import LIGHT_LOAD_CLIENTS
 
 # clients per attention rank, upper bounds of each regime (the last is open): light load (the light-load TTFT rule's
@@ -15,6 +16,7 @@ from tokensim.validate.serving import LIGHT_LOAD_CLIENTS
 # benchmarks end at, and beyond it
 LOAD_REGIMES = ((LIGHT_LOAD_CLIENTS, f"1-{LIGHT_LOAD_CLIENTS} clients"), (32, f"{LIGHT_LOAD_CLIENTS + 1}-32 clients"),
                 (128, "33-128 clients"), (math.inf, "over 128 clients"))
+MIN_LOADS = 3      # runs of one configuration at different loads needed for its own median to mean something
 
 
 def load_regime(clients_per_rank: float) -> str:
@@ -47,8 +49,8 @@ def group_errors(keys: list[str], ttft_errors, tpot_errors) -> dict[str, dict]:
 
 
 def simulated_breakdown(results) -> dict[str, dict]:
-    """Simulated serving runs (`LoadResult`s) grouped by load regime (in LOAD_REGIMES order) and by model (by name), and
-their error split into each configuration's level and its change with load (`level_and_load`)."""
+    """Simulated serving runs (`LoadResult`s) grouped by load regime (in LOAD_REGIMES order) and by model (by name),
+    and their error split into each configuration's level and its change with load (`level_and_load`)."""
     results = list(results)
     ttft = [r.ttft_error for r in results]
     tpot = [r.tpot_error for r in results]
@@ -60,15 +62,10 @@ their error split into each configuration's level and its change with load (`lev
             "level_and_load": level_and_load([configuration_key(r.case) for r in results], ttft, tpot)}
 
 
-MIN_LOADS = 3      # runs of one configuration at different loads needed for its own median to mean something
-
-
 def configuration_key(case) -> tuple:
-    """A serving run's configuration less its load: model, system, engine, harness, lengths, the worker's layout and
-    precisions (`repeats.case_key` without the clients and the batch cap, which a generator sets from them)."""
-    d = case.deployment
-    return (case.run.model, case.run.system, case.run.engine, case.run.harness, case.run.isl, case.run.osl, d.tp, d.pp,
-            d.attn_dp, d.ep, d.weights, d.expert_weights, d.kv, case.prefill_in_decode)
+    """A serving run's configuration less its load (`repeats.setup_key`: without the clients and the batch cap, which a
+    generator sets from them), and the harness that measured it."""
+    return (*setup_key(case), case.run.harness)
 
 
 def _median_abs(logs: np.ndarray) -> float | None:

@@ -34,12 +34,17 @@ def pair_differences(runs: Iterable[tuple[Hashable, float]]) -> tuple[list[float
     return differences, identical
 
 
-def case_key(case) -> tuple:
-    """What a silicon run states about itself once read: model, system, engine, lengths, clients and the worker's layout,
-    precisions and batch cap."""
+def setup_key(case) -> tuple:
+    """What a silicon run states about itself once read, but its load: model, system, engine, lengths and the worker's
+    layout and precisions."""
     d = case.deployment
-    return (case.run.model, case.run.system, case.run.engine, case.run.isl, case.run.osl, case.concurrency, d.tp, d.pp,
-            d.attn_dp, d.ep, d.weights, d.expert_weights, d.kv, case.prefill_in_decode, case.batch_cap)
+    return (case.run.model, case.run.system, case.run.engine, case.run.isl, case.run.osl, d.tp, d.pp, d.attn_dp, d.ep,
+            d.weights, d.expert_weights, d.kv, case.prefill_in_decode)
+
+
+def case_key(case) -> tuple:
+    """`setup_key` with the run's clients and batch cap: all a silicon run states about itself once read."""
+    return (*setup_key(case), case.concurrency, case.batch_cap)
 
 
 def repeat_spread(cases) -> dict:

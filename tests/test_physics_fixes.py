@@ -219,3 +219,36 @@ def test_an_ep_dispatch_sends_a_token_once_to_each_rank_holding_one_of_its_exper
     ops = {o.name: o for o in moe_ops(ctx, moe, Batch(prefill_seqs=1.0, prefill_tokens=2048.0))}
     assert ops["ep.dispatch"].comm_bytes == pytest.approx(2048 * 2048 * 2 * (1 - miss), rel=1e-9)
     assert ops["ep.combine"].comm_bytes == ops["ep.dispatch"].comm_bytes
+
+
+def test_a_skewed_router_touches_fewer_experts_than_a_uniform_one():
+    """gpt-oss-120b's 128 experts, top 4, 32 decode tokens. Uniform routing: 128 (1 - (124/128)^32) = 128 (1 - 0.36206)
+    = 81.66 distinct experts. With the experts' rates spread gamma-like at coefficient of variation c = 1, an expert is
+    missed with probability E[exp(-32 a g)] = 1 / (1 + 32 a), a = -ln(124/128) = 0.031749: 1 / 2.01597 = 0.49604, so
+    128 x 0.50396 = 64.51 experts, a fifth fewer. c -> 0 gives the uniform count back, and one token touches its k."""
+    from tokensim.perf.layers import expected_experts_touched as touched
+    assert touched(128, 4, 32) == pytest.approx(81.66, abs=0.01)
+    assert touched(128, 4, 32, 1.0) == pytest.approx(64.51, abs=0.01)
+    assert touched(128, 4, 32, 1e-6) == pytest.approx(touched(128, 4, 32), rel=1e-6)
+    assert touched(128, 4, 1, 1.0) == pytest.approx(4.0, rel=0.02)
+    counts = [touched(256, 8, t, 0.6) for t in (1, 8, 64, 512, 4096)]
+    assert counts == sorted(counts) and counts[-1] < 256
+    assert touched(256, 8, 64, 0.9) < touched(256, 8, 64, 0.3) < touched(256, 8, 64)
+
+
+def test_the_expert_op_reads_the_skewed_count_of_experts():
+    """One chip, no EP (lambda 1): the routed-expert bytes are the skewed count of touched experts x each expert's
+    stored bytes, plus the pairs' activations (2 d + expert params / d per pair, bf16)."""
+    from tokensim.perf.layers import expected_experts_touched as touched
+    m, hw = tokensim.load_model("gpt-oss-120b"), tokensim.load_hardware("b200")
+    k = for_hardware(hw)
+    ctx = make_context(m, hw, Deployment(tp=1), k)
+    moe = next(layer.ffn for layer in m.layers if isinstance(layer.ffn, MoE))
+    op = next(o for o in moe_ops(ctx, moe, Batch.decode(32, 1000)) if o.name == "moe.experts")
+    d = m.hidden_size
+    weights = touched(moe.n_experts, moe.top_k, 32, k.expert_load_cv) * moe.expert_params \
+        * ctx.rates["routed_experts"].bytes_per_weight
+    activations = 32 * moe.top_k * (2 * d + moe.expert_params / d) * 2
+    assert op.bytes == pytest.approx(weights + activations, rel=1e-9)
+    assert k.expert_load_cv > 0.1 and weights < touched(moe.n_experts, moe.top_k, 32) * moe.expert_params \
+        * ctx.rates["routed_experts"].bytes_per_weight

@@ -305,9 +305,19 @@ def linear_mixer_ops(ctx: Context, mix: LinearMixer, b: Batch) -> list[OpCost]:
     ]
 
 
-def expected_experts_touched(n_experts: int, top_k: int, tokens: float) -> float:
-    """Distinct experts hit by `tokens` tokens routed uniformly to top_k of n_experts: E(1 - (1 - k/E)^T)."""
-    return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
+def expected_experts_touched(n_experts: int, top_k: int, tokens: Num, load_cv: float = 0.0) -> Num:
+    """Distinct experts hit by `tokens` tokens routed to top_k of n_experts each (docs/model.md 1.1).
+
+    Uniform routing misses an expert with probability (1 - k/E)^T = exp(-T a), a = -ln(1 - k/E). A skewed router
+    gives expert i a rate g_i a with g_i spread across experts, mean 1 and coefficient of variation `load_cv`;
+    taking g gamma-distributed (the standard model of a positive spread), E[exp(-T a g)] = (1 + T a c^2)^(-1/c^2).
+    So a skewed router touches fewer experts than a uniform one (the hot ones again and again), and c -> 0 gives
+    back the uniform E(1 - (1 - k/E)^T)."""
+    a = -math.log1p(-top_k / n_experts) if top_k < n_experts else math.inf
+    c2 = load_cv * load_cv
+    if c2 < 1e-9 or a == math.inf:
+        return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
+    return n_experts * (1.0 - (1.0 + tokens * a * c2) ** (-1.0 / c2))
 
 
 def remote_ranks_per_token(n_experts: int, top_k: int, ep) -> Num:
@@ -384,7 +394,7 @@ def moe_ops(ctx: Context, moe: MoE, b: Batch) -> list[OpCost]:
     imbalance = expert_rank_imbalance(moe.n_experts + dep.redundant_experts, moe.top_k, dep.ep, moe_tokens,
                                       k.expert_load_cv, moe.routing_groups)
     slots = (moe.n_experts + dep.redundant_experts) / moe.n_experts
-    distinct = expected_experts_touched(moe.n_experts, moe.top_k, moe_tokens)
+    distinct = expected_experts_touched(moe.n_experts, moe.top_k, moe_tokens, k.expert_load_cv)
     touched = distinct * slots / dep.ep
     rate = ctx.rates["routed_experts"]
     # the busiest chip reads `imbalance` times the mean of the experts touched, but never more than it holds

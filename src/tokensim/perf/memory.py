@@ -128,7 +128,7 @@ def bytes_per_token(ctx: Context, batch: int, context_tokens: float, tokens_per_
             dense += ffn.params * r["dense_ffn"].bytes_per_weight
         elif isinstance(ffn, MoE):
             dense += (ffn.shared_params + ffn.router_params + ffn.latent_params) * r["shared_experts"].bytes_per_weight
-            touched = expected_experts_touched(ffn.n_experts, ffn.top_k, batch * verified / dep.dp)
+            touched = expected_experts_touched(ffn.n_experts, ffn.top_k, batch * verified / dep.dp, ctx.k.expert_load_cv)
             expert += touched * ffn.expert_params * r["routed_experts"].bytes_per_weight * dep.dp
     dense += model.lm_head_matmul_params * r["lm_head"].bytes_per_weight
     return (dense * active_ranks + expert + kv * batch) / (batch * tokens_per_step)

@@ -38,10 +38,8 @@ SERVING_ENGINES = ("vllm", "sglang", "trtllm")
 
 def engine_params(engines=SERVING_ENGINES) -> tuple[Param, ...]:
     """What each serving engine's profile fits: its kernels' achieved shares of the datasheet peaks, its grouped
-    expert GEMMs, its host time per step, per running sequence and per layer of an eager (prefill) step, its
-    request path and its idle time per kernel launch (perf.layers.KERNELS counts the launches from vLLM's and SGLang's
-    model code; an engine that fuses more, such as TensorRT-LLM's all-reduce with RMSNorm and its fused MoE kernels,
-    leaves fewer gaps per counted launch). Bounds are physical."""
+    expert GEMMs, its host time per step, per running sequence and per layer of an eager (prefill) step, and its
+    request path. Bounds are physical."""
     out: list[Param] = []
     for e in engines:
         out += [
@@ -53,8 +51,6 @@ def engine_params(engines=SERVING_ENGINES) -> tuple[Param, ...]:
             Param("default", e, "host_overhead_per_seq_s", 1e-8, 2e-4, "host time per running sequence per step"),
             Param("default", e, "eager_layer_overhead_s", 1e-6, 2e-3, "host time per layer of a step outside CUDA graphs"),
             Param("default", e, "request_overhead_s", 1e-3, 0.5, "request path in served TTFT"),
-            Param("default", e, "kernel_gap_s", 0.2e-6, 10e-6, "idle time per counted kernel launch of a decode step "
-                  "(graph replay, and the launches its fused kernels save)"),
         ]
     return tuple(out)
 

@@ -522,7 +522,7 @@ def fit(
                                             "this process may use); any count gives the same fit"),
 ) -> None:
     """Fit the empirical constants and the engine profiles on the measurements and the measured serving runs; write
-    fitted.toml with its report and residuals (about 50 minutes on 2 cores with the out-of-sample refits; where no
+    fitted.toml with its report and residuals (25 to 50 minutes on 2 cores with the out-of-sample refits; where no
     progress bar can be drawn, a progress line on stderr every minute)."""
     import tempfile
 

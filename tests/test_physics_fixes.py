@@ -231,6 +231,10 @@ def test_a_skewed_router_touches_fewer_experts_than_a_uniform_one():
     assert touched(128, 4, 32, 1.0) == pytest.approx(64.51, abs=0.01)
     assert touched(128, 4, 32, 1e-6) == pytest.approx(touched(128, 4, 32), rel=1e-6)
     assert touched(128, 4, 1, 1.0) == pytest.approx(4.0, rel=0.02)
+    # one token picks k distinct experts: the mixture's 8 (1 - (1 + 0.2877 x 0.7225)^(-1/0.7225)) = 1.84 for Mixtral's
+    # 2 of 8 (a = -ln(6/8) = 0.2877) is floored at 2, and 4 tokens (4.54 by the formula) stay above it
+    assert touched(8, 2, 1, 0.85) == 2.0
+    assert touched(8, 2, 4, 0.85) == pytest.approx(8 * (1 - (1 + 4 * 0.287682 * 0.7225) ** (-1 / 0.7225)), rel=1e-5)
     counts = [touched(256, 8, t, 0.6) for t in (1, 8, 64, 512, 4096)]
     assert counts == sorted(counts) and counts[-1] < 256
     assert touched(256, 8, 64, 0.9) < touched(256, 8, 64, 0.3) < touched(256, 8, 64)

@@ -312,12 +312,15 @@ def expected_experts_touched(n_experts: int, top_k: int, tokens: Num, load_cv: f
     gives expert i a rate g_i a with g_i spread across experts, mean 1 and coefficient of variation `load_cv`;
     taking g gamma-distributed (the standard model of a positive spread), E[exp(-T a g)] = (1 + T a c^2)^(-1/c^2).
     So a skewed router touches fewer experts than a uniform one (the hot ones again and again), and c -> 0 gives
-    back the uniform E(1 - (1 - k/E)^T)."""
+    back the uniform E(1 - (1 - k/E)^T). Never fewer than the k distinct experts one token picks (k min(T, 1)): the
+    mixture treats a token's k picks as independent, which undercounts them where k/E is large (Mixtral's 2 of 8
+    at one token: 1.84 experts at c = 0.85)."""
     a = -math.log1p(-top_k / n_experts) if top_k < n_experts else math.inf
     c2 = load_cv * load_cv
     if c2 < 1e-9 or a == math.inf:
         return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
-    return n_experts * (1.0 - (1.0 + tokens * a * c2) ** (-1.0 / c2))
+    out = n_experts * (1.0 - (1.0 + tokens * a * c2) ** (-1.0 / c2))
+    return np.maximum(out, top_k * np.minimum(tokens, 1.0)) if not is_scalar(out) else max(out, top_k * min(tokens, 1.0))
 
 
 def remote_ranks_per_token(n_experts: int, top_k: int, ep) -> Num:

@@ -8,6 +8,7 @@ from tokensim.deploy.deployment import Deployment
 from tokensim.perf.constants import for_hardware
 from tokensim.perf.context import make_context
 from tokensim.perf.layers import Batch, allreduce_op, attention_ops, moe_ops
+from tokensim.perf.layers import expected_experts_touched as touched
 from tokensim.perf.memory import bytes_per_token
 from tokensim.specs.model.spec import MoE
 
@@ -226,7 +227,6 @@ def test_a_skewed_router_touches_fewer_experts_than_a_uniform_one():
     = 81.66 distinct experts. With the experts' rates spread gamma-like at coefficient of variation c = 1, an expert is
     missed with probability E[exp(-32 a g)] = 1 / (1 + 32 a), a = -ln(124/128) = 0.031749: 1 / 2.01597 = 0.49604, so
     128 x 0.50396 = 64.51 experts, a fifth fewer. c -> 0 gives the uniform count back, and one token touches its k."""
-    from tokensim.perf.layers import expected_experts_touched as touched
     assert touched(128, 4, 32) == pytest.approx(81.66, abs=0.01)
     assert touched(128, 4, 32, 1.0) == pytest.approx(64.51, abs=0.01)
     assert touched(128, 4, 32, 1e-6) == pytest.approx(touched(128, 4, 32), rel=1e-6)
@@ -243,7 +243,6 @@ def test_a_skewed_router_touches_fewer_experts_than_a_uniform_one():
 def test_the_expert_op_reads_the_skewed_count_of_experts():
     """One chip, no EP (lambda 1): the routed-expert bytes are the skewed count of touched experts x each expert's
     stored bytes, plus the pairs' activations (2 d + expert params / d per pair, bf16)."""
-    from tokensim.perf.layers import expected_experts_touched as touched
     m, hw = tokensim.load_model("gpt-oss-120b"), tokensim.load_hardware("b200")
     k = for_hardware(hw)
     ctx = make_context(m, hw, Deployment(tp=1), k)

@@ -319,8 +319,8 @@ def expected_experts_touched(n_experts: int, top_k: int, tokens: Num, load_cv: f
     c2 = load_cv * load_cv
     if c2 < 1e-9 or a == math.inf:
         return n_experts * (1.0 - (1.0 - top_k / n_experts) ** tokens)
-    out = n_experts * (1.0 - (1.0 + tokens * a * c2) ** (-1.0 / c2))
-    return np.maximum(out, top_k * np.minimum(tokens, 1.0)) if not is_scalar(out) else max(out, top_k * min(tokens, 1.0))
+    out = np.maximum(n_experts * (1.0 - (1.0 + tokens * a * c2) ** (-1.0 / c2)), top_k * np.minimum(tokens, 1.0))
+    return float(out) if is_scalar(out) else out
 
 
 def remote_ranks_per_token(n_experts: int, top_k: int, ep) -> Num:

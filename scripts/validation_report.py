@@ -226,6 +226,14 @@ def section(sample: int = 0) -> str:
               f"one stated configuration differ, they differ by a median {_pct(rep['ttft'])} in TTFT (p90 "
               f"{rep['ttft']['p90_abs_error']:.0%}) and {_pct(rep['tpot'])} in TPOT (p90 {rep['tpot']['p90_abs_error']:.0%}), "
               f"over {rep['ttft']['rows']} pairs (|a / b - 1|, larger over smaller): no prediction can match both runs."]
+    if "bands_coverage_80_ttft" in srv:
+        lines += ["", "Ranges under load: `tokensim simulate` prints, beside its mean TTFT and TPOT, where a benchmark's "
+                  "measured mean is expected to fall: the 10th-90th percentile of these out-of-sample errors over the runs "
+                  "of the same hardware family and engine (else the engine's runs, else every run; `tokensim fit` stores "
+                  f"them, {len(srv.get('bands', []))} groups). Built without a run's own (system, engine) pair, that "
+                  f"range held {srv['bands_coverage_80_ttft']:.0%} of the measured TTFT means and "
+                  f"{srv['bands_coverage_80_tpot']:.0%} of the TPOT means (nominally 80 %): on a GPU and engine "
+                  "combination the fit never saw, expect misses a little more often than the range says."]
     sim = load["silicon_simulated"]
     signed = sim["ttft_median_signed_error"]
     lines += ["", f"Where the error lies: `tokensim validate --serving --sample 0` simulates all {sim['simulated']} runs, "

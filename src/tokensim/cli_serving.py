@@ -37,8 +37,9 @@ def _rates(text: str | None) -> list[float]:
 def _engine_from_args(scenario: str | None, model: str, hardware: str, tp: int | None, pp: int | None, chips: int | None,
                       ep: int, attn_dp: int, weights: str | None, kv: str, engine: str, trace_folder=None,
                       p2p: bool | None = None, engine_version: str | None = None):
-    """An EngineSpec from a scenario, a trace folder's meta.json, or predict-style flags; `p2p` switches GPU
-    peer-to-peer on or off on the chip's PCIe links (None: as its hardware file, or the scenario, states)."""
+    """An EngineSpec from a scenario, a trace folder's meta.json, or predict-style flags, with its name, its
+    hardware family and its engine (what the ranges under load are looked up by); `p2p` switches GPU peer-to-peer on
+    or off on the chip's PCIe links (None: as its hardware file, or the scenario, states)."""
     from tokensim.prediction.predictor import predict
     from tokensim.prediction.serving import engine_for, trace_engine
     from tokensim.specs.hardware.catalog import load_hardware
@@ -49,14 +50,15 @@ def _engine_from_args(scenario: str | None, model: str, hardware: str, tp: int |
         from tokensim.scenarios.scenario import find_scenario, load_scenario, scenario_constants
         s = load_scenario(find_scenario(scenario))
         hw = with_peer_to_peer(s.hardware, p2p)
-        return engine_for(s.model, hw, s.deployment, constants=scenario_constants(s)), s.model.name
+        return (engine_for(s.model, hw, s.deployment, constants=scenario_constants(s)), s.model.name, hw.family,
+                s.deployment.engine)
     if trace_folder is not None and trace_folder.hardware is not None:
-        spec, _, _ = trace_engine(trace_folder, load_model(model), p2p=p2p)
-        return spec, model
+        spec, hw, dep = trace_engine(trace_folder, load_model(model), p2p=p2p)
+        return spec, model, hw.family, dep.engine
     hw = with_peer_to_peer(load_hardware(hardware), p2p)
     p = predict(model, hw, chips=chips, tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, weights=weights, kv=kv,
                 engine=engine, engine_version=engine_version)      # the layout resolver and fit check of predict
-    return engine_for(load_model(model), hw, p.deployment), model
+    return engine_for(load_model(model), hw, p.deployment), model, hw.family, p.deployment.engine
 
 
 def _caps(spec, text: str | None) -> list[tuple[tuple[str, int], ...]]:
@@ -87,6 +89,32 @@ def _row(label: str, s: dict) -> list[str]:
     return [label, str(s["completed"]), ms(s["ttft_s"], "mean"), ms(s["ttft_s"], "p50"), ms(s["ttft_s"], "p99"),
             ms(s["tpot_s"], "mean"), ms(s["tpot_s"], "p50"), ms(s["tpot_s"], "p99"),
             f"{s['throughput_tokens_per_s'] or 0:.0f}", f"{s['goodput_requests_per_s'] or 0:.2f}"]
+
+
+def measured_range(summary: dict, family: str, engine: str) -> dict | None:
+    """Where a benchmark's measured mean TTFT and TPOT are expected to fall around the simulated means
+    (`validate.uncertainty.serving_band`, from the simulator's out-of-sample error on measured runs); None when the
+    fitted constants store no ranges."""
+    from tokensim.validate.uncertainty import serving_band, serving_band_coverage
+    out = {}
+    for metric in ("ttft_s", "tpot_s"):
+        value = (summary.get(metric) or {}).get("mean")
+        b = serving_band(metric, family, engine, value) if value else None
+        if b is not None:
+            out[f"{metric}_mean"] = {"estimate": b.estimate, "low": b.low, "high": b.high, "runs": b.rows,
+                                     "basis": b.note, "coverage_pair_left_out": serving_band_coverage(metric)}
+    return out or None
+
+
+def range_note(measured: dict) -> str:
+    """One line: the 80 % ranges of the measured means, what they rest on and how often they held out of sample."""
+    parts = [f"{label} {d['low'] * 1e3:.3g}-{d['high'] * 1e3:.3g} ms" for label, key in
+             (("TTFT", "ttft_s_mean"), ("TPOT", "tpot_s_mean")) if (d := measured.get(key))]
+    first = next(iter(measured.values()))
+    held = [f"{label} {d['coverage_pair_left_out']:.0%}" for label, key in (("TTFT", "ttft_s_mean"), ("TPOT", "tpot_s_mean"))
+            if (d := measured.get(key)) and d.get("coverage_pair_left_out") is not None]
+    tail = f"; built without a run's (system, engine) pair, it held {', '.join(held)} of the runs" if held else ""
+    return f"80 % range of a benchmark's measured mean: {', '.join(parts)} ({first['basis']}{tail})"
 
 
 def _table(title: str, rows: list[list[str]]):
@@ -182,8 +210,8 @@ def register(app: typer.Typer, out, note) -> None:
             from tokensim.endpoints.workload import load_dataset
             load_dataset(dataset)           # a bad file is one line here, not in a worker
             data = Path(dataset)
-        spec, name = _engine_from_args(scenario, model, hardware, tp, pp, chips, ep, attn_dp, weights, kv, engine, folder,
-                                       p2p, engine_version)
+        spec, name, family, engine_name = _engine_from_args(scenario, model, hardware, tp, pp, chips, ep, attn_dp,
+                                                            weights, kv, engine, folder, p2p, engine_version)
         if data is None and trace_file is None and spec.max_model_len is not None \
                 and input_tokens + output_tokens > spec.max_model_len:
             # every request of a fixed-length load would be refused: say so instead of simulating nothing
@@ -226,6 +254,9 @@ def register(app: typer.Typer, out, note) -> None:
                 s["load"]["dataset"] = str(ld.dataset)
             if p.scheduler:
                 s["scheduler"] = dict(p.scheduler)
+            measured = measured_range(s, family, engine_name)
+            if measured:
+                s["measured_range"] = measured
         if json_out:
             return emit_json(summaries[0] if len(summaries) == 1 else {"engine": spec.name, "sweep": summaries})
         rows = []
@@ -236,6 +267,8 @@ def register(app: typer.Typer, out, note) -> None:
             rows.append(_row(label + "".join(f", {k} {v}" for k, v in s.get("scheduler", {}).items()), s))
         out.print(_table(f"{spec.name}, {replicas} replica(s)", rows))
         for row, s in zip(rows, summaries, strict=True):
+            if s.get("measured_range"):
+                out.print(f"{row[0]}: {range_note(s['measured_range'])}", highlight=False)
             refused = s["rejected"]
             if refused["total"]:
                 why = ", ".join(f"{k} {v}" for k, v in refused["reasons"].items() if v)
@@ -280,7 +313,7 @@ def register(app: typer.Typer, out, note) -> None:
         simulated = None
         if compare:
             from tokensim.prediction.serving import LoadSpec, simulate_serving
-            spec, _ = _engine_from_args(compare, model, "", None, None, None, 1, 1, None, "bf16", "vllm")
+            spec = _engine_from_args(compare, model, "", None, None, None, 1, 1, None, "bf16", "vllm")[0]
             simulated = simulate_serving(spec, LoadSpec(requests, rate_per_s=rate,
                                                         concurrency=concurrency if rate is None else None,
                                                         input_tokens=input_tokens or 256, output_tokens=output_tokens or 64,
@@ -313,7 +346,7 @@ def register(app: typer.Typer, out, note) -> None:
         from tokensim.endpoints import run_emulator
         from tokensim.sim import OnlineSimulation
 
-        spec, name = _engine_from_args(emulate, "", "", None, None, None, 1, 1, None, "bf16", "vllm")
+        spec, name = _engine_from_args(emulate, "", "", None, None, None, 1, 1, None, "bf16", "vllm")[:2]
         source = OnlineSimulation(spec)
         run_emulator(source, host, port, model_name=model_name or name, max_pending_requests=max_pending,
                      on_ready=lambda u: note.print(f"emulating {spec.name} at {u} (Ctrl-C stops)", highlight=False))

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from tokensim.perf.constants import ConstantsTable, default_table
+from tokensim.specs.hardware.catalog import catalog
 from tokensim.stats import quantile
 from tokensim.validate.fit import (
     PARAMS,
@@ -32,7 +33,7 @@ from tokensim.validate.fit import (
 from tokensim.validate.objective import FitData, log_errors
 from tokensim.validate.pool import pool_map
 from tokensim.validate.run import evaluate_row, summarize
-from tokensim.validate.uncertainty import batch_regime
+from tokensim.validate.uncertainty import batch_regime, serving_coverage, serving_quantiles
 
 
 def _stats(errors) -> dict:
@@ -207,6 +208,15 @@ def _serving_report(data: FitData, fitted, table, loso: bool, progress, workers)
                      "leave_one_pair_out_by_system_engine": _error_table(pairs)}
         if kind == "simulated_ttft":
             out[kind]["median_signed_error"] = float(np.nanmedian(np.expm1(held))) if np.isfinite(held).any() else None
+    if loso:        # ranges under load (`uncertainty.serving_band`), from the runs simulated without their pair
+        families = [catalog()[c.run.system].family for c in data.tpot]
+        engines = [c.run.engine for c in data.tpot]
+        run_pairs = [c.pair for c in data.tpot]
+        out["bands"], out["bands_coverage_80"] = [], {}
+        for metric, held in (("ttft_s", outside["sim_ttft"]), ("tpot_s", outside["sim_tpot"])):
+            out["bands"] += serving_quantiles(metric, held, families, engines)
+            # honest coverage: each pair's runs judged by bands built without that pair
+            out["bands_coverage_80"][metric] = serving_coverage(metric, held, families, engines, run_pairs)
     return out
 
 
@@ -235,6 +245,8 @@ def write_fitted(path: Path, fitted: dict[Param, float], report: dict) -> None:
     srv = report.get("serving")
     if srv:
         lines += ["\n[serving]", f'rows = {srv["rows"]}', f'light_rows = {srv["light_rows"]}']
+        for metric, share in srv.get("bands_coverage_80", {}).items():
+            lines.append(f"bands_coverage_80_{metric.removesuffix('_s')} = {share:.4f}")
         for kind in ("tpot", "ttft_light", "simulated_ttft", "simulated_tpot"):
             block = srv[kind]
             lines += [f"\n[serving.{kind}]", f'metric = "{block["metric"]}"']
@@ -244,6 +256,9 @@ def write_fitted(path: Path, fitted: dict[Param, float], report: dict) -> None:
                 if st["rows"]:
                     lines.append(f'\n[[serving.{kind}.by_pair]]\npair = "{pair}"\nrows = {st["rows"]}\n'
                                  f'median_abs_error = {st["median_abs_error"]:.4f}\np90_abs_error = {st["p90_abs_error"]:.4f}')
+        for b in srv.get("bands", []):
+            lines.append(f'\n[[serving.bands]]\nmetric = "{b["metric"]}"\nfamily = "{b["family"]}"\nengine = "{b["engine"]}"\n'
+                         f'rows = {b["rows"]}\nq10 = {b["q10"]:.4f}\nq50 = {b["q50"]:.4f}\nq90 = {b["q90"]:.4f}')
         for pair, values in srv["held_out"].items():
             inline = ", ".join(f'"{k}" = {v:.6g}' for k, v in values.items())
             lines.append(f'\n[[serving.held_out]]\npair = "{pair}"\nvalues = {{ {inline} }}')

@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from tokensim.perf.constants import fitted_table
 from tokensim.stats import quantile
 
@@ -98,3 +100,74 @@ def _residuals(_table_id: int) -> tuple[Residual, ...]:
                             log_ratio_out_of_sample=float(r["log_ratio_out_of_sample"])
                             if "log_ratio_out_of_sample" in r else None))
     return tuple(out)
+
+
+# Ranges under load: `tokensim fit` simulates every measured serving run (silicon_dev.csv: closed-loop clients at a
+# fixed concurrency) with its (system, engine) pair left out of the fit and stores, per group of runs, the 10th, 50th
+# and 90th percentiles of r = ln(simulated mean / measured mean) of TTFT and TPOT ([[serving.bands]] in
+# fitted.toml). A simulated mean v then has its measured counterpart in [v exp(-q90), v exp(-q10)], widened for small
+# groups as above. Groups, most specific first: (hardware family, engine), the engine on any family, every run.
+SERVING_BAND_METRICS = ("ttft_s", "tpot_s")
+ANY = "any"
+
+
+def serving_quantiles(metric: str, log_ratios, families, engines) -> list[dict]:
+    """The [[serving.bands]] entries of one metric: rows and q10 / q50 / q90 of the finite `log_ratios` per (family,
+    engine), per engine over every family, and over every run."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r, fam, eng in zip(log_ratios, families, engines, strict=True):
+        if math.isfinite(r):
+            for key in ((fam, eng), (ANY, eng), (ANY, ANY)):
+                groups.setdefault(key, []).append(float(r))
+    return [{"metric": metric, "family": fam, "engine": eng, "rows": len(v), "q10": quantile(v, 0.1),
+             "q50": quantile(v, 0.5), "q90": quantile(v, 0.9)} for (fam, eng), v in sorted(groups.items())]
+
+
+def serving_band(metric: str, family: str, engine: str, value: float, bands: list[dict] | None = None) -> Band | None:
+    """Where the measured mean `metric` (ttft_s or tpot_s) of a closed-loop benchmark is expected to fall given the
+    simulated mean `value`: the out-of-sample percentiles of the most specific group with at least MIN_ROWS runs
+    (None when the fitted constants in use store no bands)."""
+    if metric not in SERVING_BAND_METRICS:
+        raise ValueError(f"metric {metric!r} is not one of {SERVING_BAND_METRICS}")
+    entries = shipped_serving_bands() if bands is None else bands
+    by_key = {(b["family"], b["engine"]): b for b in entries if b["metric"] == metric}
+    for key, where in (((family, engine), f"{family} / {engine}"), ((ANY, engine), f"{engine} on any hardware"),
+                       ((ANY, ANY), "every engine and hardware")):
+        b = by_key.get(key)
+        if b is not None and b["rows"] >= MIN_ROWS and math.isfinite(value):
+            widen = 1.0 + SMALL_GROUP_WIDENING / b["rows"]
+            center = b["q50"]
+            lo_r, hi_r = center - (center - b["q10"]) * widen, center + (b["q90"] - center) * widen
+            note = (f"10th-90th percentile of {b['rows']} measured serving runs ({where}), each simulated with its "
+                    f"(system, engine) pair left out of the fit")
+            return Band(value * math.exp(-center), value * math.exp(-hi_r), value * math.exp(-lo_r), b["rows"], note)
+    return None
+
+
+def shipped_serving_bands() -> list[dict]:
+    """The [[serving.bands]] entries `tokensim fit` stored with the fitted constants in use."""
+    return list(fitted_table().get("serving", {}).get("bands", []))
+
+
+def serving_coverage(metric: str, log_ratios, families, engines, pairs) -> float:
+    """Share of the runs whose measured mean falls inside the 80 % range that bands built without their (system,
+    engine) pair give (a run is inside when lo <= r <= hi, r = ln(simulated / measured)); nan with no finite run."""
+    r = np.asarray(log_ratios, dtype=float)
+    inside, counted = 0, 0
+    for pair in sorted(set(pairs)):
+        keep = [i for i, p in enumerate(pairs) if p != pair]
+        bands = serving_quantiles(metric, r[keep], [families[i] for i in keep], [engines[i] for i in keep])
+        for i, p in enumerate(pairs):
+            if p != pair or not math.isfinite(r[i]):
+                continue
+            b = serving_band(metric, families[i], engines[i], 1.0, bands)
+            if b is not None:
+                counted += 1
+                inside += b.low <= math.exp(-r[i]) <= b.high
+    return inside / counted if counted else float("nan")
+
+
+def serving_band_coverage(metric: str) -> float | None:
+    """`serving_coverage` of `metric` as `tokensim fit` measured it for the shipped bands (None when not stored)."""
+    v = fitted_table().get("serving", {}).get(f"bands_coverage_80_{metric.removesuffix('_s')}")
+    return None if v is None else float(v)

@@ -31,9 +31,9 @@ class Plan:
         self.lane = lane
         self.start_s = start_s
         self.decode = False
-        self.prefills: list[tuple[Req, int, int]] = []   # (request, chunk tokens, cached tokens)
-        self.chunks: list[int] = []                      # the same chunk tokens, and cached tokens, as columns
-        self.cached: list[int] = []
+        self.prefills: list[Req] = []      # requests prefilling a chunk this step, and beside them as columns:
+        self.chunks: list[int] = []        # each one's chunk tokens
+        self.cached: list[int] = []        # and the tokens of its prompt already in the KV cache
         self.steady = False     # the next step would be the same unless an event or a finish
         self.extra_s = 0.0      # time added to the step (host-tier restores)
         self.steps = 1                              # identical decode steps taken at once
@@ -137,7 +137,7 @@ class Admission:
         return r.queued_s > self.seen_before_s
 
     def schedule_chunk(self, plan: Plan, r: Req, chunk: int) -> None:
-        plan.prefills.append((r, chunk, r.scheduled))
+        plan.prefills.append(r)
         plan.chunks.append(chunk)
         plan.cached.append(r.scheduled)
         r.scheduled += chunk

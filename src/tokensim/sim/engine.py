@@ -290,7 +290,7 @@ class Engine(Admission):
                 self._leave_decoding(r)
                 r.last_token_s = now
                 self._finish(r, now)
-        for r, chunk, _ in f.prefills:
+        for r, chunk in zip(f.prefills, f.chunks, strict=True):
             if r.state != RUNNING or r.engine is not self:
                 continue
             r.computed += chunk

@@ -242,7 +242,7 @@ class SglangScheduler:
                 ctx = d.contexts()
                 left.append(d.end[:d.n] - ctx)        # max_new_tokens less the tokens sampled
                 held.append(ctx + 1)                  # prompt and sampled tokens
-        for q, _, _ in plan.prefills:
+        for q in plan.prefills:
             left.append(np.array([q.output_tokens - q.output]))
             held.append(np.array([q.num_tokens]))
         if not left:

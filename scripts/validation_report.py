@@ -200,8 +200,9 @@ def section(sample: int = 0) -> str:
               "scripts' token budgets (`tokensim/validate/harness.py`). InferenceX's client, which draws request "
               f"lengths uniformly in [0.8 L, L] for its {inferencex:,} runs, is not simulated, nor are its scripts' SGLang, "
               "TensorRT-LLM and vLLM launch settings (written down with their commits in `harness.toml`): modelled, they "
-              "made these errors worse after a refit (tried on the constants of 2026-12-04, with every engine's launch: TTFT 32.0 -> 33.2 %, steady TPOT "
-              "11.8 -> 12.7 %; TensorRT-LLM's and SGLang's pairs improve, vLLM's get worse; "
+              "made TPOT worse after a refit (the seventh try, on the constants of 2026-12-07: TTFT 30.6 -> 28.9 %, but "
+              "simulated TPOT 11.3 -> 12.7 % and steady TPOT 11.4 -> 13.1 %; TensorRT-LLM's and SGLang's TTFT improve, "
+              "vLLM's gets worse; docs/model.md 5.2, "
               "`harness.SIMULATE_INFERENCEX_CLIENT`). "
               "Peer figures: aiconfigurator 0.12 "
               "on 284 of its own configurations, TTFT median 47 %, TPOT 17 %; LLMServingSim on its own traces in brackets.", "",

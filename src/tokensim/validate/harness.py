@@ -66,8 +66,12 @@ AICONFIGURATOR = "aiconfigurator"
 # with SGLang's ignore-EOS admission and a third fit sweep: TTFT 31.7 -> 28.3 %, but published rows 14.5 -> 15.9 %,
 # simulated TPOT 12.3 -> 12.7 %, steady TPOT 11.75 -> 13.3 %. A sixth (2026-12-06), with the fit's estimates
 # following the spread clients (validate/serving.py ServingCase.spread_arrivals): TTFT 31.7 -> 29.0 %, but published
-# rows 14.5 -> 15.6 %, simulated TPOT 12.3 -> 12.7 %, steady TPOT 11.75 -> 13.9 %. Until those stalls are priced, the
-# rows' stated lengths and the generator's scheduler rule stand; the functions below are what to switch on with it.
+# rows 14.5 -> 15.6 %, simulated TPOT 12.3 -> 12.7 %, steady TPOT 11.75 -> 13.9 %. A seventh (2026-12-07), on the
+# routing-skew model: TTFT 30.6 -> 28.9 %, published rows 14.5 -> 14.0 %, but simulated TPOT 11.3 -> 12.7 %, steady
+# TPOT 11.4 -> 13.1 %; vLLM's InferenceX runs measure first tokens 1.5-1.8x later than the spread clients give, which
+# the refit put into vLLM's request path, costing aiconfigurator's H100 vLLM runs 17 -> 54 % in TTFT (docs/model.md
+# 5.2). Until those stalls are priced, the rows' stated lengths and the generator's scheduler rule stand; the
+# functions below are what to switch on with it.
 SIMULATE_INFERENCEX_CLIENT = False
 
 @dataclass(frozen=True)

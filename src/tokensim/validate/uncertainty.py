@@ -106,18 +106,19 @@ def _residuals(_table_id: int) -> tuple[Residual, ...]:
 # fixed concurrency) with its (system, engine) pair left out of the fit and stores, per group of runs, the 10th, 50th
 # and 90th percentiles of r = ln(simulated mean / measured mean) of TTFT and TPOT ([[serving.bands]] in
 # fitted.toml). A simulated mean v then has its measured counterpart in [v exp(-q90), v exp(-q10)], widened for small
-# groups as above. Groups, most specific first: (hardware family, engine), the engine on any family, every run.
+# groups as above. Groups, most specific first: (hardware family, engine), the family under any engine, the engine on
+# any family; none for a chip family and engine that no measured run shares (a wafer's errors are not a GPU's).
 SERVING_BAND_METRICS = ("ttft_s", "tpot_s")
 ANY = "any"
 
 
 def serving_quantiles(metric: str, log_ratios, families, engines) -> list[dict]:
     """The [[serving.bands]] entries of one metric: rows and q10 / q50 / q90 of the finite `log_ratios` per (family,
-    engine), per engine over every family, and over every run."""
+    engine), per family over every engine, and per engine over every family."""
     groups: dict[tuple[str, str], list[float]] = {}
     for r, fam, eng in zip(log_ratios, families, engines, strict=True):
         if math.isfinite(r):
-            for key in ((fam, eng), (ANY, eng), (ANY, ANY)):
+            for key in ((fam, eng), (fam, ANY), (ANY, eng)):
                 groups.setdefault(key, []).append(float(r))
     return [{"metric": metric, "family": fam, "engine": eng, "rows": len(v), "q10": quantile(v, 0.1),
              "q50": quantile(v, 0.5), "q90": quantile(v, 0.9)} for (fam, eng), v in sorted(groups.items())]
@@ -126,13 +127,13 @@ def serving_quantiles(metric: str, log_ratios, families, engines) -> list[dict]:
 def serving_band(metric: str, family: str, engine: str, value: float, bands: list[dict] | None = None) -> Band | None:
     """Where the measured mean `metric` (ttft_s or tpot_s) of a closed-loop benchmark is expected to fall given the
     simulated mean `value`: the out-of-sample percentiles of the most specific group with at least MIN_ROWS runs
-    (None when the fitted constants in use store no bands)."""
+    (None when no group holds that many: no bands stored, or no measured run shares the family or the engine)."""
     if metric not in SERVING_BAND_METRICS:
         raise ValueError(f"metric {metric!r} is not one of {SERVING_BAND_METRICS}")
     entries = shipped_serving_bands() if bands is None else bands
     by_key = {(b["family"], b["engine"]): b for b in entries if b["metric"] == metric}
-    for key, where in (((family, engine), f"{family} / {engine}"), ((ANY, engine), f"{engine} on any hardware"),
-                       ((ANY, ANY), "every engine and hardware")):
+    for key, where in (((family, engine), f"{family} / {engine}"), ((family, ANY), f"{family} under any engine"),
+                       ((ANY, engine), f"{engine} on any hardware")):
         b = by_key.get(key)
         if b is not None and b["rows"] >= MIN_ROWS and math.isfinite(value):
             widen = 1.0 + SMALL_GROUP_WIDENING / b["rows"]

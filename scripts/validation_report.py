@@ -230,7 +230,8 @@ def section(sample: int = 0) -> str:
     if "bands_coverage_80_ttft" in srv:
         lines += ["", "Ranges under load: `tokensim simulate` prints, beside its mean TTFT and TPOT, where a benchmark's "
                   "measured mean is expected to fall: the 10th-90th percentile of these out-of-sample errors over the runs "
-                  "of the same hardware family and engine (else the engine's runs, else every run; `tokensim fit` stores "
+                  "of the same hardware family and engine (else the family's runs under any engine, else the engine's runs "
+                  "on any hardware, else no range: a wafer's errors are not a GPU's; `tokensim fit` stores "
                   f"them, {len(srv.get('bands', []))} groups). Built without a run's own (system, engine) pair, that "
                   f"range held {srv['bands_coverage_80_ttft']:.0%} of the measured TTFT means and "
                   f"{srv['bands_coverage_80_tpot']:.0%} of the TPOT means (nominally 80 %): on a GPU and engine "

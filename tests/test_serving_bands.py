@@ -108,6 +108,16 @@ def test_simulate_prints_and_returns_the_range_of_a_measured_mean(monkeypatch):
 
 def test_simulate_without_stored_bands_says_nothing_of_a_range(monkeypatch):
     monkeypatch.setattr(uncertainty, "shipped_serving_bands", lambda: [])
-    out = CliRunner().invoke(app, ["simulate", "--model", "llama-3.1-8b", "--concurrency", "2", "--requests", "5",
-                                   "--json"])
-    assert out.exit_code == 0 and "measured_range" not in json.loads(out.stdout)
+    args = ["simulate", "--model", "llama-3.1-8b", "--concurrency", "2", "--requests", "5"]
+    out = CliRunner().invoke(app, args + ["--json"])
+    assert out.exit_code == 0 and json.loads(out.stdout)["measured_range"] is None
+    assert "range" not in CliRunner().invoke(app, args).stdout
+
+
+def test_simulate_says_when_no_measured_run_shares_the_chip_or_the_engine(monkeypatch):
+    monkeypatch.setattr(uncertainty, "shipped_serving_bands", lambda: BANDS)
+    args = ["simulate", "--model", "llama-3.1-8b", "--hardware", "mi300x", "--engine", "sglang", "--concurrency", "2",
+            "--requests", "5"]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, out.output
+    assert "no measured serving run shares this chip family (amd-cdna3) or engine (sglang)" in out.stdout

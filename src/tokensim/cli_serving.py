@@ -93,8 +93,8 @@ def _row(label: str, s: dict) -> list[str]:
 
 def measured_range(summary: dict, family: str, engine: str) -> dict | None:
     """Where a benchmark's measured mean TTFT and TPOT are expected to fall around the simulated means
-    (`validate.uncertainty.serving_band`, from the simulator's out-of-sample error on measured runs); None when the
-    fitted constants store no ranges."""
+    (`validate.uncertainty.serving_band`, from the simulator's out-of-sample error on measured runs); None when no
+    measured run shares the chip family or the engine, or the fitted constants store no ranges."""
     from tokensim.validate.uncertainty import serving_band, serving_band_coverage
     out = {}
     for metric in ("ttft_s", "tpot_s"):
@@ -181,6 +181,7 @@ def register(app: typer.Typer, out, note) -> None:
         time for every step. Prints TTFT, TPOT, throughput and goodput."""
         from tokensim.prediction.serving import LoadSpec, read_trace_folder
         from tokensim.sim.sweep import SweepPoint, run_sweep, simulate_point
+        from tokensim.validate.uncertainty import shipped_serving_bands
 
         stem = check_target(plot, "--plot") if plot else None
         for name, v in (("--slo-ttft", slo_ttft), ("--slo-tpot", slo_tpot)):
@@ -254,9 +255,7 @@ def register(app: typer.Typer, out, note) -> None:
                 s["load"]["dataset"] = str(ld.dataset)
             if p.scheduler:
                 s["scheduler"] = dict(p.scheduler)
-            measured = measured_range(s, family, engine_name)
-            if measured:
-                s["measured_range"] = measured
+            s["measured_range"] = measured_range(s, family, engine_name)
         if json_out:
             return emit_json(summaries[0] if len(summaries) == 1 else {"engine": spec.name, "sweep": summaries})
         rows = []
@@ -269,6 +268,9 @@ def register(app: typer.Typer, out, note) -> None:
         for row, s in zip(rows, summaries, strict=True):
             if s.get("measured_range"):
                 out.print(f"{row[0]}: {range_note(s['measured_range'])}", highlight=False)
+            elif shipped_serving_bands():
+                out.print(f"{row[0]}: no measured serving run shares this chip family ({family}) or engine "
+                          f"({engine_name}), so the simulator's error here is untested: no range", highlight=False)
             refused = s["rejected"]
             if refused["total"]:
                 why = ", ".join(f"{k} {v}" for k, v in refused["reasons"].items() if v)

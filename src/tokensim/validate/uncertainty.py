@@ -77,12 +77,17 @@ def band(residuals: list[Residual], family: str, engine: str, metric: str, regim
     rows, where = _pool(residuals, family, engine, metric, regime, exclude_group)
     if not rows or not math.isfinite(value):
         return Band(value, value / 3.0, value * 3.0, 0, "no validated rows: a factor of 3 either way")
-    center = quantile(rows, 0.5)
     widen = 1.0 + SMALL_GROUP_WIDENING / len(rows)
-    lo_r = center - (center - quantile(rows, 0.1)) * widen
-    hi_r = center + (quantile(rows, 0.9) - center) * widen
     note = f"10th-90th percentile of {len(rows)} out-of-sample residuals ({where}), widened x{widen:.2f}"
-    return Band(value * math.exp(-center), value * math.exp(-hi_r), value * math.exp(-lo_r), len(rows), note)
+    return _widened(value, quantile(rows, 0.1), quantile(rows, 0.5), quantile(rows, 0.9), len(rows), note)
+
+
+def _widened(value: float, q10: float, q50: float, q90: float, rows: int, note: str) -> Band:
+    """The Band of a prediction `value` from the percentiles of r = ln(predicted / measured) over `rows` rows: the
+    measured value's estimate value x exp(-q50) and its range, q10 and q90 pushed away from q50 by 1 + 2 / rows."""
+    widen = 1.0 + SMALL_GROUP_WIDENING / rows
+    lo_r, hi_r = q50 - (q50 - q10) * widen, q50 + (q90 - q50) * widen
+    return Band(value * math.exp(-q50), value * math.exp(-hi_r), value * math.exp(-lo_r), rows, note)
 
 
 def shipped_residuals() -> list[Residual]:
@@ -136,12 +141,9 @@ def serving_band(metric: str, family: str, engine: str, value: float, bands: lis
                        ((ANY, engine), f"{engine} on any hardware")):
         b = by_key.get(key)
         if b is not None and b["rows"] >= MIN_ROWS and math.isfinite(value):
-            widen = 1.0 + SMALL_GROUP_WIDENING / b["rows"]
-            center = b["q50"]
-            lo_r, hi_r = center - (center - b["q10"]) * widen, center + (b["q90"] - center) * widen
             note = (f"10th-90th percentile of {b['rows']} measured serving runs ({where}), each simulated with its "
                     f"(system, engine) pair left out of the fit")
-            return Band(value * math.exp(-center), value * math.exp(-hi_r), value * math.exp(-lo_r), b["rows"], note)
+            return _widened(value, b["q10"], b["q50"], b["q90"], b["rows"], note)
     return None
 
 

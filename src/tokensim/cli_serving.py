@@ -91,27 +91,15 @@ def _row(label: str, s: dict) -> list[str]:
             f"{s['throughput_tokens_per_s'] or 0:.0f}", f"{s['goodput_requests_per_s'] or 0:.2f}"]
 
 
-def measured_range(summary: dict, family: str, engine: str) -> dict | None:
-    """Where a benchmark's measured mean TTFT and TPOT are expected to fall around the simulated means
-    (`validate.uncertainty.serving_band`, from the simulator's out-of-sample error on measured runs); None when no
-    measured run shares the chip family or the engine, or the fitted constants store no ranges."""
-    from tokensim.validate.uncertainty import serving_band, serving_band_coverage
-    out = {}
-    for metric in ("ttft_s", "tpot_s"):
-        value = (summary.get(metric) or {}).get("mean")
-        b = serving_band(metric, family, engine, value) if value else None
-        if b is not None:
-            out[f"{metric}_mean"] = {"estimate": b.estimate, "low": b.low, "high": b.high, "runs": b.rows,
-                                     "basis": b.note, "coverage_pair_left_out": serving_band_coverage(metric)}
-    return out or None
+RANGE_LABELS = (("TTFT", "ttft_s_mean"), ("TPOT", "tpot_s_mean"))     # measured_range's keys, as printed
 
 
 def range_note(measured: dict) -> str:
     """One line: the 80 % ranges of the measured means, what they rest on and how often they held out of sample."""
-    parts = [f"{label} {d['low'] * 1e3:.3g}-{d['high'] * 1e3:.3g} ms" for label, key in
-             (("TTFT", "ttft_s_mean"), ("TPOT", "tpot_s_mean")) if (d := measured.get(key))]
+    parts = [f"{label} {d['low'] * 1e3:.3g}-{d['high'] * 1e3:.3g} ms" for label, key in RANGE_LABELS
+             if (d := measured.get(key))]
     first = next(iter(measured.values()))
-    held = [f"{label} {d['coverage_pair_left_out']:.0%}" for label, key in (("TTFT", "ttft_s_mean"), ("TPOT", "tpot_s_mean"))
+    held = [f"{label} {d['coverage_pair_left_out']:.0%}" for label, key in RANGE_LABELS
             if (d := measured.get(key)) and d.get("coverage_pair_left_out") is not None]
     tail = f"; built without a run's (system, engine) pair, it held {', '.join(held)} of the runs" if held else ""
     return f"80 % range of a benchmark's measured mean: {', '.join(parts)} ({first['basis']}{tail})"
@@ -181,7 +169,7 @@ def register(app: typer.Typer, out, note) -> None:
         time for every step. Prints TTFT, TPOT, throughput and goodput."""
         from tokensim.prediction.serving import LoadSpec, read_trace_folder
         from tokensim.sim.sweep import SweepPoint, run_sweep, simulate_point
-        from tokensim.validate.uncertainty import shipped_serving_bands
+        from tokensim.validate.uncertainty import measured_range, shipped_serving_bands
 
         stem = check_target(plot, "--plot") if plot else None
         for name, v in (("--slo-ttft", slo_ttft), ("--slo-tpot", slo_tpot)):

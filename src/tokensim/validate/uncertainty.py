@@ -147,6 +147,21 @@ def serving_band(metric: str, family: str, engine: str, value: float, bands: lis
     return None
 
 
+def measured_range(summary: dict, family: str, engine: str) -> dict | None:
+    """Where a benchmark's measured mean TTFT and TPOT are expected to fall around a simulation's means (`summary`:
+    a simulation summary, its ttft_s and tpot_s each with a mean) on `engine` and a chip of `family`: per metric the
+    estimate, range, runs and basis of `serving_band` and how often such a range held for an unseen pair; None when no
+    measured run shares the chip family or the engine, or the fitted constants store no ranges."""
+    out = {}
+    for metric in SERVING_BAND_METRICS:
+        value = (summary.get(metric) or {}).get("mean")
+        b = serving_band(metric, family, engine, value) if value else None
+        if b is not None:
+            out[f"{metric}_mean"] = {"estimate": b.estimate, "low": b.low, "high": b.high, "runs": b.rows,
+                                     "basis": b.note, "coverage_pair_left_out": serving_band_coverage(metric)}
+    return out or None
+
+
 def shipped_serving_bands() -> list[dict]:
     """The [[serving.bands]] entries `tokensim fit` stored with the fitted constants in use."""
     return list(fitted_table().get("serving", {}).get("bands", []))

@@ -96,7 +96,8 @@ RANGE_LABELS = (("TTFT", "ttft_s_mean"), ("TPOT", "tpot_s_mean"))     # measured
 
 def range_note(measured: dict) -> str:
     """One line: the 80 % ranges of the measured means, what they rest on and how often they held out of sample."""
-    parts = [f"{label} {d['low'] * 1e3:.3g}-{d['high'] * 1e3:.3g} ms" for label, key in RANGE_LABELS
+    from tokensim.output.units import fmt_time
+    parts = [f"{label} {fmt_time(d['low'])} - {fmt_time(d['high'])}" for label, key in RANGE_LABELS
              if (d := measured.get(key))]
     first = next(iter(measured.values()))
     held = [f"{label} {d['coverage_pair_left_out']:.0%}" for label, key in RANGE_LABELS

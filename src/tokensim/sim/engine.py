@@ -120,9 +120,13 @@ class Engine(Admission):
 
     def launch(self, now: float) -> None:
         """Form and start the next step (micro-batch) on a free lane, if there is work."""
+        preemptions = self.preemptions
         plan = self._plan_free_lane(now)
-        if plan is None and self.waiting and self.seen_before_s < math.inf:
-            self.seen_before_s = math.inf       # an empty step: the scheduler looks again
+        if plan is None and self.waiting and (self.seen_before_s < math.inf or self.preemptions > preemptions):
+            # an empty step: the scheduler looks again, now seeing the whole queue (an engine that schedules ahead
+            # had not), and past the preemptions this look made (a step that preempts admits no waiting request:
+            # with every running request preempted, no later event would call it)
+            self.seen_before_s = math.inf
             plan = self._plan_free_lane(now)
         if plan is None:
             return

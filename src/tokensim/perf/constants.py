@@ -47,6 +47,7 @@ class Constants:
     prefill_clock_fraction: float    # and, further, while a prefill keeps every tensor core busy (power-limited clocks)
     prefill_flops_fraction: float    # achieved / peak dense FLOP/s over a whole prefill
     attention_prefill_rate_ratio: float   # prefill attention (scores, values) FLOP/s as a share of that prefill rate
+    mixed_step_gqa_unpacked_share: float  # a step with prompt tokens: share of GQA's extra per-query-head KV reads paid
     kernel_gap_s: float              # idle time per kernel launch
     eager_layer_overhead_s: float    # host time to dispatch one layer's kernels in a step outside CUDA graphs (prefill)
     layer_latency_s: float           # dataflow floor per layer (wafers, LPUs): its fixed part
@@ -73,6 +74,9 @@ class Constants:
             v = getattr(self, name)
             if not 0 < v <= 1:
                 raise bad_value(f"constants.{name}", v, "a share in (0, 1]")
+        if self.mixed_step_gqa_unpacked_share > 1:
+            raise bad_value("constants.mixed_step_gqa_unpacked_share", self.mixed_step_gqa_unpacked_share,
+                            "a share in [0, 1]")
         if self.narrow_format_serial_share > 1:
             raise bad_value("constants.narrow_format_serial_share", self.narrow_format_serial_share, "a share in [0, 1]")
         if self.attention_prefill_rate_ratio <= 0:

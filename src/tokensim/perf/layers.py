@@ -245,6 +245,23 @@ def decode_kv_reads(ctx: Context, att: Attention) -> Num:
     return np.maximum(att.n_heads / tp * kv_shard(att, tp) / att.n_kv_heads, 1.0)
 
 
+def mixed_step_kv_reads(ctx: Context, att: Attention, b: Batch) -> Num:
+    """How many times a decode sequence's cached KV is read in a step that also prefills: 1 + u (g - 1), g the query
+    heads per KV head on a chip and u = mixed_step_gqa_unpacked_share. A kernel that runs such a step's decodes in
+    its prefill path (one varlen call for the whole batch, as vLLM's FlashAttention-2 backend does) gives every query
+    head its own pass over the shared KV head; u is the share of those extra passes that reach DRAM (the rest hit
+    L2). 1 in a decode-only step, for non-GQA attention, and where u = 0 (engines that run decodes in a decode kernel
+    whatever else the step holds)."""
+    u = ctx.k.mixed_step_gqa_unpacked_share
+    if not u or att.kind != "gqa":
+        return 1.0
+    tp = ctx.dep.tp
+    g = np.maximum(att.n_heads / tp * kv_shard(att, tp) / att.n_kv_heads, 1.0)
+    mixed = np.asarray(b.prefill_seqs) > 0
+    out = 1.0 + u * (g - 1.0) * mixed
+    return float(out) if is_scalar(b.prefill_seqs) and np.ndim(out) == 0 else out
+
+
 def _share(part, total):
     if is_scalar(total) and is_scalar(part):
         return float(part / total) if total else 0.0
@@ -265,7 +282,8 @@ def attention_ops(ctx: Context, att: Attention, b: Batch) -> list[OpCost]:
     pair = att.score_flops_per_pair
     # decode: every sequence reads its cache once for its q query tokens
     read, cached = att.read_entries(b.decode_context), att.cached_entries(b.decode_context)
-    nbytes = b.decode_seqs * (read * entry * decode_kv_reads(ctx, att) + cached * index_entry)
+    nbytes = b.decode_seqs * (read * entry * decode_kv_reads(ctx, att) * mixed_step_kv_reads(ctx, att, b)
+                              + cached * index_entry)
     flops_decode = b.decode_tokens * (pair * read + att.indexer_flops_per_pair * cached) / tp
     # prefill: new tokens write their KV; a chunk after earlier chunks (or a prefix hit) reads what they cached
     pos = b.position

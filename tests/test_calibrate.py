@@ -56,8 +56,8 @@ def test_the_profile_is_a_fitted_table_with_the_calibrated_constants(report):
     import tomllib
 
     table = tomllib.loads(profile_text(report))
-    family = tokensim.load_hardware(HW).family
-    assert table["constants"][family]["vllm"]["host_overhead_s"] == pytest.approx(report["values"]["host_overhead_s"])
+    chip = tokensim.load_hardware(HW).name                      # the most specific level: a chip's own
+    assert table["constants"][chip]["vllm"]["host_overhead_s"] == pytest.approx(report["values"]["host_overhead_s"])
     assert "default" in table["constants"]                        # the fitted table in use is kept around them
 
 
@@ -80,3 +80,34 @@ def test_a_trace_replayed_with_the_constants_that_made_it_gives_back_its_mean_an
     assert s["ttft_s"]["p90"] == pytest.approx(t.ttft_p90_s + path_s, rel=1e-6)
     assert s["tpot_s"]["mean"] == pytest.approx(t.tpot_s, rel=1e-6)
     assert s["tpot_s"]["p90"] == pytest.approx(t.tpot_p90_s, rel=1e-6)
+
+
+def test_an_engine_timed_trace_is_replayed_on_the_engines_clock_without_a_request_path(tmp_path):
+    """A vLLM trace times each request from when the engine took it in (queued_ts, at the end of the step it arrived
+    during): simulated_stats, with the table that made it, gives back its TTFT on that clock and adds no request path
+    (a path of 30 ms changes nothing), and a calibration on such traces alone leaves the path out."""
+    m, hw = tokensim.load_model(MODEL), tokensim.load_hardware(HW)
+    table = default_table().with_overlay({hw.family: {"vllm": TRUE}})
+    spec = engine_for(m, hw, Deployment(engine="vllm"), constants=table, kv_cache_tokens=200_000)
+    work = synthetic(60, np.random.default_rng(4), rate_per_s=6.0, input_tokens=600, output_tokens=60)
+    req = simulate(work, spec, seed=4).requests
+    folder = tmp_path / "engine"
+    folder.mkdir()
+    with (folder / "requests.jsonl").open("w") as f:
+        for i in range(len(req["arrival_s"])):
+            f.write(json.dumps({"input_toks": int(req["input_tokens"][i]), "output_toks": int(req["output_tokens"][i]),
+                                "arrival_time": 1e9 + float(req["arrival_s"][i]), "queued_ts": float(req["seen_s"][i]),
+                                "scheduled_ts": float(req["first_scheduled_s"][i]),
+                                "first_token_ts": float(req["first_token_s"][i]),
+                                "last_token_ts": float(req["last_token_s"][i])}) + "\n")
+    t = read_trace(folder)
+    assert t.engine_clock
+    assert t.ttft_s == pytest.approx(np.mean(req["first_token_s"] - req["seen_s"]), rel=1e-9)
+    for path_s in (0.0, 0.03):
+        with_path = table.with_overlay({hw.family: {"vllm": {"request_overhead_s": path_s}}})
+        s = simulated_stats(t, m, hw, Deployment(engine="vllm"), with_path, 200_000)
+        assert s["ttft_s"]["mean"] == pytest.approx(t.ttft_s, rel=1e-6)
+        assert s["tpot_s"]["mean"] == pytest.approx(t.tpot_s, rel=1e-6)
+    from tokensim.validate.calibrate import fit_traces
+    values = fit_traces([t], m, hw, Deployment(engine="vllm"), default_table(), 200_000, sweeps=1, steps=2)
+    assert "request_overhead_s" not in values and "host_overhead_s" in values

@@ -59,6 +59,7 @@ class Engine(Admission):
         self.next_lane = 0
         self.launch_pending = False
         self.seen_before_s = math.inf   # requests queued after this are not yet seen (async scheduling)
+        self.fresh: list[Req] = []      # requests queued since the engine's last scheduling pass
         self.running = 0
         self.incoming = 0           # requests whose KV is on its way here (disaggregation)
         self.dropping: list[Req] = []   # cancelled requests still holding KV
@@ -96,6 +97,7 @@ class Engine(Admission):
         r.state = WAITING
         r.queued_s = now
         self.waiting.append(r)
+        self.fresh.append(r)
         if not self.launch_pending and self.stage_free_s[0] <= now and not all(self.lane_busy):
             self.launch_pending = True
             self.sim.push(now, self._launch_event, None)
@@ -120,6 +122,11 @@ class Engine(Admission):
 
     def launch(self, now: float) -> None:
         """Form and start the next step (micro-batch) on a free lane, if there is work."""
+        if self.fresh:
+            # an engine loop takes in what arrived between its steps: vLLM's stamps a request QUEUED then
+            # (EngineCore._process_input_queue -> Scheduler.add_request), not when the request reached it
+            self.sim.on_seen(self.fresh, now)
+            self.fresh.clear()
         preemptions = self.preemptions
         plan = self._plan_free_lane(now)
         if plan is None and self.waiting and (self.seen_before_s < math.inf or self.preemptions > preemptions):

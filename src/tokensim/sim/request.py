@@ -65,7 +65,7 @@ class Req:
 class RequestLog:
     """Per-request outcomes in flat growable arrays, indexed by request id."""
 
-    _FLOATS = ("arrival_s", "first_scheduled_s", "first_token_s", "last_token_s")
+    _FLOATS = ("arrival_s", "first_scheduled_s", "first_token_s", "last_token_s", "seen_s")
     _INTS = ("input_tokens", "output_tokens", "tokens", "status", "reason", "preemptions",
              "prefix_hit_tokens")
 
@@ -74,6 +74,7 @@ class RequestLog:
         self.capacity = 0
         self.arrival_s, self.first_scheduled_s = array("d"), array("d")
         self.first_token_s, self.last_token_s = array("d"), array("d")
+        self.seen_s = array("d")   # the engine's first scheduling pass at or after the request reached it
         self.input_tokens, self.output_tokens, self.tokens = array("q"), array("q"), array("q")
         self.status, self.reason, self.preemptions = array("q"), array("q"), array("q")
         self.prefix_hit_tokens = array("q")

@@ -232,6 +232,13 @@ class Simulation:
             log.first_scheduled_s[r.rid] = now
             log.prefix_hit_tokens[r.rid] = hit_tokens
 
+    def on_seen(self, requests: list[Req], now: float) -> None:
+        """Requests an engine's scheduling pass takes in (the first pass at or after each reached it)."""
+        seen = self.log.seen_s
+        for r in requests:
+            if seen[r.rid] < 0:
+                seen[r.rid] = now
+
     def on_preempted(self, r: Req) -> None:
         self.log.preemptions[r.rid] += 1
 

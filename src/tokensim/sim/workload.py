@@ -279,10 +279,12 @@ def load_trace_measurements(path: str | Path) -> dict[str, np.ndarray]:
     """What was measured per request in a JSONL trace, in seconds: `ttft_s` (first token - queued), `e2e_s`
     (last token - queued), `tpot_s` ((last - first) / (output - 1), NaN for one-token outputs), `queue_s`
     (scheduled - queued). The start is the engine's `queued_ts`, or the client's `arrival_time` where a trace has no
-    engine clock (`tokensim bench`); a failed request (no token times) and a missing `scheduled_ts` give NaN."""
+    engine clock (`tokensim bench`); `engine_clock` says which, per request (an engine stamps a request when its loop
+    takes it in, between steps: compare with a simulation's `engine_ttft_s`, not its TTFT from arrival). A failed
+    request (no token times) and a missing `scheduled_ts` give NaN."""
     path = Path(path)
     col: dict[str, list[float]] = {k: [] for k in ("start", "scheduled_ts", "first_token_ts", "last_token_ts",
-                                                  "output_toks")}
+                                                  "output_toks", "engine_clock")}
 
     def number(x: Any) -> float:
         return float("nan") if x is None else float(x)
@@ -294,7 +296,7 @@ def load_trace_measurements(path: str | Path) -> dict[str, np.ndarray]:
             r = json.loads(line)
             values = (number(r["queued_ts"] if "queued_ts" in r else r["arrival_time"]),
                       number(r.get("scheduled_ts")), number(r["first_token_ts"]), number(r["last_token_ts"]),
-                      number(r["output_toks"]))
+                      number(r["output_toks"]), float("queued_ts" in r))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             raise bad_value(f"{path.name} line {n}", line[:80], "a request record with arrival_time (or queued_ts), "
                             "first_token_ts, last_token_ts and output_toks") from None
@@ -307,4 +309,5 @@ def load_trace_measurements(path: str | Path) -> dict[str, np.ndarray]:
     return {"ttft_s": a["first_token_ts"] - a["start"],
             "e2e_s": a["last_token_ts"] - a["start"],
             "tpot_s": tpot,
-            "queue_s": a["scheduled_ts"] - a["start"]}
+            "queue_s": a["scheduled_ts"] - a["start"],
+            "engine_clock": a["engine_clock"] > 0}

@@ -2,13 +2,15 @@
 
 A trace is a folder (meta.json + requests.jsonl, as `tokensim bench --save` writes or the vLLM traces shipped in
 data/serving/traces) or a requests.jsonl file: each request's arrival, lengths, and its measured first and last
-token times, taken at the client. Every trace is replayed in the serving simulator on the deployment (each simulated
-TTFT plus the request path, request_overhead_s); the constants below, for the deployment's hardware family and
-engine, are fitted so that the simulated mean TTFT and mean TPOT match the
+token times, taken at the client or by the engine (vLLM's queued_ts). Every trace is replayed in the serving simulator
+on the deployment (a client's TTFT: the simulated one plus the request path, request_overhead_s; an engine's: from the
+scheduling pass that took the request in, `SimulationResult.engine_clock_summary`); the constants below, for the deployment's
+chip and engine (the most specific level: a chip's kernel-profile level would hide a family's), are fitted so that
+the simulated mean TTFT and mean TPOT match the
 measured ones (loss: mean over traces of |ln(sim / measured)| of both, the same golden-section search in log space
 inside physical bounds as `tokensim fit`). With two or more traces, each is also predicted from a fit on the others
 (the out-of-sample error). The result is a fitted table: the one in use, with these constants added for the
-deployment's family and engine, for `TOKENSIM_FITTED=FILE`.
+deployment's chip and engine, for `TOKENSIM_FITTED=FILE`.
 """
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ class Trace:
     kv_cache_tokens: int | None
     ttft_p90_s: float = math.nan    # measured 90th percentiles (the real-engine stage judges them too)
     tpot_p90_s: float = math.nan
+    engine_clock: bool = False      # its TTFTs start when the engine took each request in (vLLM's queued_ts)
 
 
 def read_trace(path: str | Path) -> Trace:
@@ -75,7 +78,7 @@ def read_trace(path: str | Path) -> Trace:
             scheduler = folder.scheduler_overrides(ranks=1)       # per engine core; times the deployment's ranks
             kv = folder.kv_cache_tokens
     return Trace(path.parent.name, path, float(np.mean(ttft)), float(np.mean(tpot)), scheduler, kv,
-                 float(np.quantile(ttft, 0.9)), float(np.quantile(tpot, 0.9)))
+                 float(np.quantile(ttft, 0.9)), float(np.quantile(tpot, 0.9)), bool(m["engine_clock"].all()))
 
 
 def simulated_stats(trace: Trace, model: ModelSpec, hw: HardwareSpec, dep: Deployment, table: ConstantsTable,
@@ -86,12 +89,17 @@ def simulated_stats(trace: Trace, model: ModelSpec, hw: HardwareSpec, dep: Deplo
                  if trace.scheduler else None)
     spec = engine_for(model, hw, dep, constants=table, kv_cache_tokens=kv_cache_tokens or trace.kv_cache_tokens,
                       scheduler=scheduler)
-    s = simulate(load_trace(trace.requests), spec, seed=0).summary
+    result = simulate(load_trace(trace.requests), spec, seed=0)
+    s = result.summary
     if s["ttft_s"]["mean"] is None or s["tpot_s"]["mean"] is None:
         raise TokensimError(f"trace {trace.name}: the simulation finished no request")
-    # A trace's times were taken at its client: each TTFT holds the request path (HTTP, tokenization, the frontend,
-    # the first token's way back), request_overhead_s, outside the engine's steps. With the trace's own arrival
-    # times, a constant path only translates the engine's timeline, so it adds to every TTFT and changes nothing else.
+    if trace.engine_clock:
+        # the engine's own clock (vLLM's queued_ts): from when its loop took the request in, between steps, with no
+        # request path before it
+        return {"ttft_s": result.engine_clock_summary()["ttft_s"], "tpot_s": s["tpot_s"]}
+    # A client's clock (`tokensim bench`): each TTFT holds the request path (HTTP, tokenization, the frontend, the
+    # first token's way back), request_overhead_s, outside the engine's steps. With the trace's own arrival times, a
+    # constant path only translates the engine's timeline, so it adds to every TTFT and changes nothing else.
     path_s = table.for_hardware(hw, dep.engine).request_overhead_s
     ttft = {k: v + path_s for k, v in s["ttft_s"].items()}
     return {"ttft_s": ttft, "tpot_s": s["tpot_s"]}
@@ -105,7 +113,7 @@ def simulated(trace: Trace, model: ModelSpec, hw: HardwareSpec, dep: Deployment,
 
 
 def _table(base: ConstantsTable, hw: HardwareSpec, engine: str, values: dict[str, float]) -> ConstantsTable:
-    return base.with_overlay({hw.family: {engine: values}})
+    return base.with_overlay({hw.name: {engine: values}})
 
 
 def _loss(traces, model, hw, dep, base, values, kv) -> float:
@@ -120,9 +128,11 @@ def _loss(traces, model, hw, dep, base, values, kv) -> float:
 def fit_traces(traces: list[Trace], model: ModelSpec, hw: HardwareSpec, dep: Deployment, base: ConstantsTable,
                kv_cache_tokens: int | None = None, sweeps: int = 5, steps: int = 12, progress=None) -> dict[str, float]:
     k = base.for_hardware(hw, dep.engine)
-    values = {name: getattr(k, name) for name, _, _ in CALIBRATED}
+    # the request path lies outside an engine's own clock: with engine-stamped traces alone nothing can set it
+    fitted = [c for c in CALIBRATED if c[0] != "request_overhead_s" or not all(t.engine_clock for t in traces)]
+    values = {name: getattr(k, name) for name, _, _ in fitted}
     for _ in range(sweeps):
-        for name, lo, hi in CALIBRATED:
+        for name, lo, hi in fitted:
             values[name] = golden_log(lambda v, n=name: _loss(traces, model, hw, dep, base, {**values, n: v}, kv_cache_tokens),
                                    lo, hi, steps)
             if progress:
@@ -156,20 +166,20 @@ def calibrate(paths: Sequence[str | Path], model: ModelSpec, hw: HardwareSpec, d
             others = traces[:i] + traces[i + 1:]
             v = fit_traces(others, model, hw, dep, base, kv_cache_tokens, sweeps=2, steps=8)
             held_out += _errors([t], model, hw, dep, _table(base, hw, dep.engine, v), kv_cache_tokens)
-    return {"family": hw.family, "engine": dep.engine, "values": values, "before": before, "after": after,
+    return {"chip": hw.name, "family": hw.family, "engine": dep.engine, "values": values, "before": before, "after": after,
             "held_out": held_out}
 
 
 def profile_text(report: dict) -> str:
-    """The fitted table in use, with the calibrated constants added for the family and engine (a TOML file)."""
+    """The fitted table in use, with the calibrated constants added for the chip and engine (a TOML file)."""
     base = default_table().fitted
     lines = ["# Written by `tokensim calibrate`: the fitted table in use, with constants calibrated on measured traces",
-             "# for one hardware family and engine. Use it with TOKENSIM_FITTED=<this file>."]
+             "# for one chip and engine. Use it with TOKENSIM_FITTED=<this file>."]
     for key in ("date", "rows", "fitted_constants", "objective"):
         if key in base:
             lines.append(f"{key} = {json.dumps(base[key])}")
     constants = {fam: {eng: dict(v) for eng, v in engines.items()} for fam, engines in base.get("constants", {}).items()}
-    constants.setdefault(report["family"], {}).setdefault(report["engine"], {}).update(report["values"])
+    constants.setdefault(report["chip"], {}).setdefault(report["engine"], {}).update(report["values"])
     for fam, engines in constants.items():
         for eng, values in engines.items():
             lines.append(f"\n[constants.{json.dumps(fam)}.{json.dumps(eng)}]")

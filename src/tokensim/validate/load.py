@@ -92,13 +92,21 @@ def _replay(tf, constants: ConstantsTable | None, model: str | None, p2p: bool |
     return simulate(load_trace(tf.requests), spec, seed=0)
 
 
+def trace_summary(result, measured: dict) -> dict:
+    """A replay's summary on the clock that timed the trace: a vLLM trace times each request from when its engine
+    loop took it in (queued_ts), between steps, so its TTFT and end-to-end latency are restated from the same moment
+    (SimulationResult.engine_clock_summary); a client's trace keeps the times from arrival."""
+    return result.engine_clock_summary() if measured["engine_clock"].all() else result.summary
+
+
 def replay_trace(folder: str | Path, constants: ConstantsTable | None = None, model: str | None = None,
                  p2p: bool | None = None, step_scale: float = 1.0) -> TraceResult:
     tf = read_trace_folder(folder)
     result = _replay(tf, constants, model, p2p, step_scale)
     m = load_trace_measurements(tf.requests)
     measured = {"ttft_s": _stats(m["ttft_s"]), "tpot_s": _stats(m["tpot_s"])}
-    simulated = {k: {s: result.summary[k][s] for s in STATS} for k in ("ttft_s", "tpot_s")}
+    summary = trace_summary(result, m)
+    simulated = {k: {s: summary[k][s] for s in STATS} for k in ("ttft_s", "tpot_s")}
     return TraceResult(Path(folder).name, len(m["ttft_s"]), measured, simulated,
                        _summary_column(Path(folder) / "summary.txt", "Sim"))
 

@@ -149,7 +149,9 @@ def simulate_row(row: ServingRow, constants: ConstantsTable | None = None,
                  traces: dict[Path, dict] | None = None) -> DevResult:
     """The row's metric from one simulation of its load on its deployment (or Skip's reason). `traces`: summaries of
     trace replays already run, by folder (rows relaying one trace share its replay); filled as replays run."""
-    from tokensim.validate.load import trace_simulation
+    from tokensim.prediction.serving import read_trace_folder
+    from tokensim.sim import load_trace_measurements
+    from tokensim.validate.load import trace_simulation, trace_summary
 
     notes = list(row.assumptions)
     try:
@@ -160,7 +162,9 @@ def simulate_row(row: ServingRow, constants: ConstantsTable | None = None,
             notes.append(f"replays the shipped trace {folder.name} request by request (its arrivals and lengths)")
             traces = {} if traces is None else traces
             if folder not in traces:
-                traces[folder] = trace_simulation(folder, constants).summary
+                # on the clock the trace (and the summary its rows copy) was timed with: vLLM's engine clock
+                traces[folder] = trace_summary(trace_simulation(folder, constants),
+                                               load_trace_measurements(read_trace_folder(folder).requests))
             return DevResult(row, _metric_value(traces[folder], row.metric), tuple(notes))
         dep, replicas = _deployment(row, notes)
         summary = _simulate(row, dep, replicas, constants, notes)

@@ -47,3 +47,27 @@ def test_a_trace_says_which_clock_timed_it(tmp_path):
     e, c = load_trace_measurements(engine), load_trace_measurements(client)
     assert e["engine_clock"].all() and not c["engine_clock"].any()
     assert e["ttft_s"] == pytest.approx([0.2]) and c["ttft_s"] == pytest.approx([0.2])
+
+
+def test_simulate_reports_an_engine_timed_trace_on_its_own_clock_too(tmp_path):
+    """`tokensim simulate --trace`: a trace with queued_ts gets `engine_clock` beside the TTFT from arrival (never
+    later than it); a client's trace does not."""
+    from typer.testing import CliRunner
+
+    from tokensim.cli import app
+    try:
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:
+        runner = CliRunner()
+    rec = {"input_toks": 500, "output_toks": 20, "first_token_ts": 1.0, "last_token_ts": 2.0}
+    docs = {}
+    for name, extra in (("engine", {"queued_ts": 0.5}), ("client", {})):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps({**rec, **extra, "arrival_time": 10.0 + 0.013 * i}) + "\n" for i in range(40)))
+        r = runner.invoke(app, ["simulate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--trace", str(path),
+                                "--json"])
+        assert r.exit_code == 0, r.stderr
+        docs[name] = json.loads(r.stdout)
+    engine = docs["engine"]["engine_clock"]["ttft_s"]
+    assert engine["mean"] <= docs["engine"]["ttft_s"]["mean"] and engine["p99"] <= docs["engine"]["ttft_s"]["p99"] + 1e-12
+    assert "engine_clock" not in docs["client"]

@@ -315,16 +315,13 @@ def section(sample: int = 0) -> str:
 
 
 def own_runs_note(dev: dict) -> str:
-    """How many of serving_dev's modelled rows are the traces' own summary figures (LLMServingSim's recorded runs),
-    and the median without them: the same four runs must not read as more evidence than they are."""
-    import csv
-    from importlib import resources
+    """How many of serving_dev's modelled rows are the traces' own summary figures (the rows that replay a shipped
+    trace, `serving_dev.relayed_trace`), and the median without them: the same four runs must not read as more
+    evidence than they are."""
+    from tokensim.validate.serving_dev import relayed_trace
 
-    path = resources.files("tokensim") / "data" / "serving" / "serving_dev.csv"
-    with path.open(encoding="utf-8") as f:
-        traced = {r["id"] for r in csv.DictReader(f) if "casys-kaist/LLMServingSim" in r["source_url"]}
     done = [r for r in dev["results"] if r.get("error") is not None]
-    others = [abs(r["error"]) for r in done if r["id"] not in traced]
+    others = [abs(r["error"]) for r in done if relayed_trace(r["source_url"]) is None]
     n = len(done) - len(others)
     if not n:
         return ""

@@ -235,14 +235,18 @@ def kv_shard(att: Attention, tp: int) -> int:
     return np.minimum(tp, att.n_kv_heads) if att.kind == "gqa" else 1
 
 
+def query_heads_per_kv_head(att: Attention, tp) -> Num:
+    """A grouped-query layer's query heads per KV head on one chip (heads per chip / KV heads per chip), at least 1."""
+    return np.maximum(att.n_heads / tp * kv_shard(att, tp) / att.n_kv_heads, 1.0)
+
+
 def decode_kv_reads(ctx: Context, att: Attention) -> Num:
     """How many times a decode step reads each cached KV entry: once, or, where the engine release's decode kernel
     gives every query head its own pass over its KV head (trait gqa_kv_read_per_query_head: TensorRT-LLM before
     XQA), once per query head that shares it on a chip: heads per chip / KV heads per chip."""
     if not ctx.kv_read_per_query_head or att.kind != "gqa":
         return 1.0
-    tp = ctx.dep.tp
-    return np.maximum(att.n_heads / tp * kv_shard(att, tp) / att.n_kv_heads, 1.0)
+    return query_heads_per_kv_head(att, ctx.dep.tp)
 
 
 def mixed_step_kv_reads(ctx: Context, att: Attention, b: Batch) -> Num:
@@ -255,8 +259,7 @@ def mixed_step_kv_reads(ctx: Context, att: Attention, b: Batch) -> Num:
     u = ctx.k.mixed_step_gqa_unpacked_share
     if not u or att.kind != "gqa":
         return 1.0
-    tp = ctx.dep.tp
-    g = np.maximum(att.n_heads / tp * kv_shard(att, tp) / att.n_kv_heads, 1.0)
+    g = query_heads_per_kv_head(att, ctx.dep.tp)
     mixed = np.asarray(b.prefill_seqs) > 0
     out = 1.0 + u * (g - 1.0) * mixed
     return float(out) if is_scalar(b.prefill_seqs) and np.ndim(out) == 0 else out

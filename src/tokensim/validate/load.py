@@ -92,6 +92,13 @@ def _replay(tf, constants: ConstantsTable | None, model: str | None, p2p: bool |
     return simulate(load_trace(tf.requests), spec, seed=0)
 
 
+def trace_replay_summary(folder: str | Path, constants: ConstantsTable | None = None) -> dict:
+    """A trace folder replayed at its recorded arrivals (trace_simulation), its summary on the clock that timed the
+    trace (trace_summary): the folder read once."""
+    tf = read_trace_folder(folder)
+    return trace_summary(_replay(tf, constants, None), load_trace_measurements(tf.requests))
+
+
 def trace_summary(result, measured: dict) -> dict:
     """A replay's summary on the clock that timed the trace: a vLLM trace times each request from when its engine
     loop took it in (queued_ts), between steps, so its TTFT and end-to-end latency are restated from the same moment

@@ -83,13 +83,13 @@ def shipped_serving_dev() -> Path:
     return Path(str(resources.files("tokensim") / "data" / "serving" / "serving_dev.csv"))
 
 
-def _trace_folder(row: ServingRow) -> Path | None:
-    """The shipped trace a row relays: LLMServingSim's bench/examples/<GPU>/<model>/ in its source URL."""
+def relayed_trace(source_url: str) -> Path | None:
+    """The shipped trace a row relays, by its source URL: LLMServingSim's bench/examples/<GPU>/<model>/ in it."""
     from tokensim.validate.load import shipped_traces
 
     for folder in shipped_traces():
         gpu, _, model = folder.name.partition("_")
-        if f"/{gpu}/{model}/" in row.source_url:
+        if f"/{gpu}/{model}/" in source_url:
             return folder
     return None
 
@@ -149,22 +149,19 @@ def simulate_row(row: ServingRow, constants: ConstantsTable | None = None,
                  traces: dict[Path, dict] | None = None) -> DevResult:
     """The row's metric from one simulation of its load on its deployment (or Skip's reason). `traces`: summaries of
     trace replays already run, by folder (rows relaying one trace share its replay); filled as replays run."""
-    from tokensim.prediction.serving import read_trace_folder
-    from tokensim.sim import load_trace_measurements
-    from tokensim.validate.load import trace_simulation, trace_summary
+    from tokensim.validate.load import trace_replay_summary
 
     notes = list(row.assumptions)
     try:
         if row.metric not in LATENCY_METRICS and row.metric not in THROUGHPUT_METRICS:
             raise Skip(f"metric {row.metric!r} is not one the simulator reports")
-        folder = _trace_folder(row)
+        folder = relayed_trace(row.source_url)
         if folder is not None:
             notes.append(f"replays the shipped trace {folder.name} request by request (its arrivals and lengths)")
             traces = {} if traces is None else traces
             if folder not in traces:
                 # on the clock the trace (and the summary its rows copy) was timed with: vLLM's engine clock
-                traces[folder] = trace_summary(trace_simulation(folder, constants),
-                                               load_trace_measurements(read_trace_folder(folder).requests))
+                traces[folder] = trace_replay_summary(folder, constants)
             return DevResult(row, _metric_value(traces[folder], row.metric), tuple(notes))
         dep, replicas = _deployment(row, notes)
         summary = _simulate(row, dep, replicas, constants, notes)

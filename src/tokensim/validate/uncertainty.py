@@ -77,15 +77,18 @@ def band(residuals: list[Residual], family: str, engine: str, metric: str, regim
     rows, where = _pool(residuals, family, engine, metric, regime, exclude_group)
     if not rows or not math.isfinite(value):
         return Band(value, value / 3.0, value * 3.0, 0, "no validated rows: a factor of 3 either way")
-    widen = 1.0 + SMALL_GROUP_WIDENING / len(rows)
-    note = f"10th-90th percentile of {len(rows)} out-of-sample residuals ({where}), widened x{widen:.2f}"
+    note = f"10th-90th percentile of {len(rows)} out-of-sample residuals ({where}), widened x{_widening(len(rows)):.2f}"
     return _widened(value, quantile(rows, 0.1), quantile(rows, 0.5), quantile(rows, 0.9), len(rows), note)
+
+
+def _widening(rows: int) -> float:
+    return 1.0 + SMALL_GROUP_WIDENING / rows
 
 
 def _widened(value: float, q10: float, q50: float, q90: float, rows: int, note: str) -> Band:
     """The Band of a prediction `value` from the percentiles of r = ln(predicted / measured) over `rows` rows: the
     measured value's estimate value x exp(-q50) and its range, q10 and q90 pushed away from q50 by 1 + 2 / rows."""
-    widen = 1.0 + SMALL_GROUP_WIDENING / rows
+    widen = _widening(rows)
     lo_r, hi_r = q50 - (q50 - q10) * widen, q50 + (q90 - q50) * widen
     return Band(value * math.exp(-q50), value * math.exp(-hi_r), value * math.exp(-lo_r), rows, note)
 

@@ -14,7 +14,7 @@ from tokensim.perf.step import step_cost
 from tokensim.perf.timer import CostModelTimer
 from tokensim.prediction.predictor import draft_step_s, predict_deployment
 from tokensim.sim.timer import StepBatch
-from tokensim.validate.harness import harness_limits, harness_speculation
+from tokensim.validate.harness import INFERENCEX, harness_limits, harness_speculation, sglang_launch, sglang_mtp
 from tokensim.validate.load import shipped_silicon_cases
 from tokensim.validate.rules import speculative_defaults
 
@@ -48,7 +48,7 @@ def test_exactly_the_shipped_mtp_runs_carry_drafts():
     InferenceX's perf changelog ran only its new -mtp configurations (bf3456727); that image's runs of other days
     (2025-12-15, before any MTP configuration; 2026-01-28, a sweep of both kinds) stay without drafts."""
     cases = shipped_silicon_cases()
-    mtp = [c for c in cases if c.deployment.spec is not None]
+    mtp = [c for c in cases if c.deployment.spec is not None and c.run.engine == "trtllm"]
     in_image = [c for c in cases if c.run.image and c.run.image.endswith("release:1.2.0rc6.post3")]
     shared = [c for c in cases if c.run.image and c.run.image.replace("#", "/").endswith("release:1.1.0rc2.post2")]
     that_day = [c for c in shared if c.run.measured == "2026-01-14"]
@@ -106,3 +106,31 @@ def test_the_steady_estimate_of_a_speculative_run_is_the_predicted_cycle_over_it
     p = predict_deployment(model, hw, dep)
     assert step / tokens_per_step(dep) == pytest.approx(p.time_per_output_token_s, rel=1e-9)
     assert tokens_per_step(replace(dep, spec=None)) == 1.0
+
+
+SGLANG_IMAGE = "lmsysorg/sglang:v0.5.9-cu130"
+
+
+def test_sglang_runs_beyond_the_plain_configurations_search_space_are_its_mtp_runs():
+    """dsr1-fp8-b200-sglang and -mtp shared image v0.5.9-cu130 on 2026-03-25 (InferenceX 12ba0ae07). The plain one
+    ran TP 8 up to 64 clients at 1k/1k and 1k/8k and 4 at 8k/1k (nvidia-master.yaml): 128 clients at 1k/1k or 8 at
+    8k/1k can only be MTP runs, 64 at 1k/1k or 4 at 8k/1k stand as stated, as do other days, images and TP 4."""
+    def mtp(tp, isl, osl, clients, image=SGLANG_IMAGE, day="2026-03-25", weights="fp8"):
+        return sglang_mtp(INFERENCEX, image, "deepseek-r1", "b200", weights, day, tp, isl, osl, clients)
+
+    assert mtp(8, 1024, 1024, 128) is not None and mtp(8, 8192, 1024, 8) is not None
+    assert mtp(8, 1024, 8192, 512)["draft_tokens"] == 2     # --speculative-num-steps 2
+    assert mtp(8, 1024, 1024, 64) is None and mtp(8, 8192, 1024, 4) is None
+    assert mtp(8, 1024, 1024, 128, day="2026-03-18") is None
+    assert mtp(8, 1024, 1024, 128, image="lmsysorg/sglang:v0.5.8.post1-cu130-amd64") is None
+    assert mtp(4, 8192, 1024, 32) is None and mtp(8, 1024, 1024, 128, weights="nvfp4") is None
+    # its script's caps, not the plain script's 128 running requests
+    caps = sglang_launch(INFERENCEX, "deepseek-r1", "b200", "fp8", "0.5.9", 8, 1024, 1024, 512, inferencex_client=True,
+                         image=SGLANG_IMAGE, measured="2026-03-25")[0]
+    assert (caps["max_running_requests"], caps["chunked_prefill_size"], caps["scheduler_recv_interval"]) == (512, 16384,
+                                                                                                            30)
+    # the shipped rows: 13 runs beyond the plain search space, each in both of InferenceX's exports
+    cases = [c for c in shipped_silicon_cases() if c.run.engine == "sglang" and c.deployment.spec is not None]
+    assert len(cases) == 26 and {c.run.measured for c in cases} == {"2026-03-25"}
+    rates = tuple(speculative_defaults()["mtp_acceptance"][:2])
+    assert all(c.deployment.spec == SpecDecode("mtp", 2, rates) for c in cases)

@@ -26,6 +26,14 @@ MTP = 3, or 1 under attention DP, and MAX_BATCH_SIZE = CONC / TP under attention
 Left as stated (no drafts): the runs of that image measured on other days (2025-12-15, before any MTP
 configuration existed; 2026-01-28, e28c038f8's full sweep of both kinds, which the row cannot tell apart).
 
+SGLang's MTP runs are told apart the same way where they can be: dsr1-fp8-b200-sglang and dsr1-fp8-b200-sglang-mtp
+ran in one image (lmsysorg/sglang:v0.5.9-cu130) on one day (2026-03-25, 12ba0ae07), and the 26 rows of that image
+and day beyond the plain configuration's search space (TP 8 at more than 64 clients, or more than 4 at 8k/1k) are
+MTP runs: EAGLE on the MTP layer with two drafts a step and that script's caps (harness.toml [[sglang_mtp]],
+`sglang_mtp`). Their TPOT shows it: at 1k/1k it rises 28.7 -> 42.6 -> 68.8 ms from 128 to 512 clients, where the
+plain script's --max-running-requests 128 would hold it flat and queue the rest for whole requests (measured TTFT
+1.4 -> 3.1 s). Within the shared search space the rows cannot be told apart and stand as stated.
+
 The acceptance of each draft is not published for these runs (random-token prompts in the chat template,
 utils/bench_serving/benchmark_serving.py). They get the shipped MTP default, constants.toml [speculative]
 mtp_acceptance (0.85, 0.72, 0.60 per chained position: the first is the low end of DeepSeek-V3's published 85-90 %,
@@ -321,17 +329,50 @@ def vllm_launch(harness: str | None, model: str, system: str, weights: str | Non
     return Launch(settings, None, f"vLLM launch: InferenceX {e['config']}: {_told(settings)} ({e['scripts']}) (harness)")
 
 
+def sglang_mtp(harness: str | None, image: str | None, model: str, system: str, weights: str | None,
+               measured: str | None, tp: int, isl: int, osl: int, clients: int) -> dict | None:
+    """The harness.toml [[sglang_mtp]] entry of an InferenceX SGLang run that can only be its MTP configuration's: one
+    of the entry's image and day, with more clients than the plain configuration that shared them ever ran at its
+    lengths (None for any other run, which stands as stated)."""
+    if harness != INFERENCEX or not image:
+        return None
+    for e in _harness_data().get("sglang_mtp", []):
+        if image.endswith(e["image"]) and measured == e["measured"] and _entry_matches(
+                e, model, system, weights, None, tp, isl, osl, clients):
+            plain = next((int(c) for i, o, c in e["plain_max_clients"] if (int(i), int(o)) == (isl, osl)), None)
+            if plain is not None and clients > plain:
+                return e
+    return None
+
+
+def sglang_speculation(entry: dict) -> tuple[SpecDecode, str]:
+    """The drafts of an SGLang MTP run (`sglang_mtp`'s entry) at the shipped MTP acceptance, with its note."""
+    from tokensim.validate.rules import speculative_defaults
+
+    drafts = int(entry["draft_tokens"])
+    rates = tuple(float(a) for a in speculative_defaults()["mtp_acceptance"][:drafts])
+    note = (f"speculative decoding: InferenceX {entry['config']} (image {entry['image']}, measured "
+            f"{entry['measured']}, more clients than the plain configuration of that image and day ran), EAGLE on the "
+            f"MTP layer, {drafts} drafts a step ({entry['scripts']}); acceptance {rates} per draft, the MTP default in "
+            f"constants.toml, not stated by the run (harness)")
+    return SpecDecode(method="mtp", draft_tokens=drafts, acceptance=rates), note
+
+
 def sglang_launch(harness: str | None, model: str, system: str, weights: str | None, version: str | None, tp: int,
                   isl: int, osl: int, clients: int,
-                  inferencex_client: bool = SIMULATE_INFERENCEX_CLIENT) -> tuple[dict, str] | None:
+                  inferencex_client: bool = SIMULATE_INFERENCEX_CLIENT, image: str | None = None,
+                  measured: str | None = None) -> tuple[dict, str] | None:
     """SglangScheduler settings the run's launch script gave SGLang, with the note that says where they come from;
     None when the harness's launch is not known (the generator's rule stands). InferenceX's flags go with its client
     (`inferencex_client`): without mixed chunks, clients sending equal requests stay in lockstep and wait far longer
-    than its measured runs, whose drawn lengths spread them."""
+    than its measured runs, whose drawn lengths spread them. A run of an MTP configuration (`sglang_mtp`, from its
+    `image` and `measured` day) takes that configuration's script."""
     data = _harness_data()
     if harness == INFERENCEX:
         e = _inferencex_entry("sglang", harness, inferencex_client, model, system, weights, None, tp, isl, osl,
                               clients)
+        if e is not None:
+            e = sglang_mtp(harness, image, model, system, weights, measured, tp, isl, osl, clients) or e
         if e is None:
             return None
         settings: dict = {"enable_mixed_chunk": False}

@@ -40,6 +40,8 @@ from tokensim.validate.harness import (
     mtp_drafts,
     multinode_disaggregated,
     sglang_launch,
+    sglang_mtp,
+    sglang_speculation,
     trtllm_launch,
     vllm_launch,
 )
@@ -224,6 +226,10 @@ def serving_case(run: SiliconRun) -> ServingCase:
                      f"every GPU's share, as expert-parallel load balancers place them (rule)")
     dep = _worker(run, pool, model, tp, adp, ep, kv, math.ceil(concurrency))
     implied = harness_speculation(run.image, run.engine, adp, run.measured)
+    if implied is None and run.engine == "sglang" and run.agg is not None:
+        mtp = sglang_mtp(run.harness, run.image, run.model, run.system, run.weights, run.measured, tp, run.isl,
+                         run.osl, max(1, int(round(concurrency))))
+        implied = None if mtp is None else sglang_speculation(mtp)
     if implied is not None:
         dep = replace(dep, spec=implied[0])
         notes.append(implied[1])
@@ -254,7 +260,7 @@ def harness_launch(run: SiliconRun, dep: Deployment, concurrency: float, agg: bo
     clients = max(1, int(round(concurrency)))
     if run.engine == "sglang":
         found = sglang_launch(run.harness, run.model, run.system, run.weights, run.engine_version, dep.tp, run.isl,
-                              run.osl, clients)
+                              run.osl, clients, image=run.image, measured=run.measured)
         return None if found is None else Launch(found[0], None, found[1])
     if run.engine == "trtllm" and mtp_drafts(run.image, run.engine, dep.attn_dp, run.measured) is None:
         return trtllm_launch(run.harness, run.model, run.system, run.weights, run.measured, dep.tp, dep.attn_dp,

@@ -12,7 +12,7 @@ from tokensim.cli import app
 from tokensim.validate import uncertainty
 from tokensim.validate.fit import PARAMS
 from tokensim.validate.fit_report import write_fitted
-from tokensim.validate.uncertainty import serving_band, serving_coverage, serving_quantiles
+from tokensim.validate.uncertainty import serving_band, serving_coverage, serving_quantiles, stretch_for
 
 
 def test_quantiles_group_by_family_and_engine_then_family_then_engine_and_skip_nan():
@@ -75,10 +75,31 @@ def test_coverage_judges_each_pair_with_bands_built_without_it():
     assert serving_coverage("ttft_s", r, ["nvidia-hopper"] * 20, ["vllm"] * 20, pairs) == 0.0
 
 
+def test_a_stretch_covers_a_pair_whose_runs_share_an_offset():
+    """Pairs A and B err 0, 0.1, ..., 0.9 each, pair C 0.5 .. 1.4. Without C, A and B's 20 runs give q10 0.09, q50 0.45,
+    q90 0.81, widened x(1 + 2/20) = 1.1: C is inside up to 0.45 + 0.396 k. Without A, B and C give q10 0.19, q50 0.7,
+    q90 1.21: A is inside from 0.7 - 0.561 k (B likewise). At k = 1: C 4, A 8, B 8 of 30 (0.667); at 1.2: 5 + 9 + 9 =
+    23 (0.767); at 1.25: 5 + 10 + 10 = 25 (0.833), the first stretch to reach 0.8."""
+    r = [i / 10 for i in range(10)] * 2 + [0.5 + i / 10 for i in range(10)]
+    fam, eng = ["nvidia-hopper"] * 30, ["vllm"] * 30
+    pairs = [("h100-sxm", "vllm")] * 10 + [("h200", "vllm")] * 10 + [("b200", "vllm")] * 10
+    assert stretch_for("ttft_s", r, fam, eng, pairs) == 1.25
+    assert serving_coverage("ttft_s", r, fam, eng, pairs, stretched=False) == pytest.approx(20 / 30)
+    # out of sample for the stretch as well: A's stretch is chosen from B judged by C alone and C by B alone (10 runs,
+    # x1.2): B inside from 0.95 - 0.432 k, C up to 0.45 + 0.432 k, 16 of 20 first at k = 1.75, where A's own runs all
+    # fall in [0.7 - 0.98, 0.7 + 0.98] (B likewise). C's stretch, from A and B judged by each other, is 1 (8 + 8 of
+    # 20), where C keeps 4 of 10: (10 + 10 + 4) / 30
+    assert serving_coverage("ttft_s", r, fam, eng, pairs) == pytest.approx(24 / 30)
+    # a stored stretch widens the printed range about its median: x1.25 on the engine's 20 runs of BANDS
+    b = serving_band("ttft_s", "nvidia-hopper", "vllm", 1.0, BANDS, stretch=1.25)
+    assert b.high == pytest.approx(math.exp(0.2 * 1.1 * 1.25)) and "stretched x1.25" in b.note
+
+
 def test_fit_writes_the_bands_and_their_coverage(tmp_path):
     report = {"date": "2026-12-07", "rows": 0, "fitted_constants": 0, "objective": "x", "in_sample": None,
               "residuals": [], "serving": {"rows": 3, "light_rows": 0, "held_out": {}, "bands": BANDS[1:],
                                            "bands_coverage_80": {"ttft_s": 0.7, "tpot_s": 0.75},
+                                           "bands_stretch": {"ttft_s": 1.25, "tpot_s": 1.3},
                                            **{k: {"metric": k, "in_sample": None, "leave_one_pair_out": None,
                                                   "leave_one_pair_out_by_system_engine": {}}
                                               for k in ("tpot", "ttft_light", "simulated_ttft", "simulated_tpot")}}}
@@ -86,6 +107,7 @@ def test_fit_writes_the_bands_and_their_coverage(tmp_path):
     write_fitted(path, {PARAMS[0]: 0.5}, report)
     read = tomllib.loads(path.read_text())["serving"]
     assert read["bands_coverage_80_ttft"] == 0.7 and read["bands_coverage_80_tpot"] == 0.75
+    assert read["bands_stretch_ttft"] == 1.25 and read["bands_stretch_tpot"] == 1.3
     assert read["bands"] == BANDS[1:]
 
 
@@ -93,6 +115,7 @@ def test_simulate_prints_and_returns_the_range_of_a_measured_mean(monkeypatch):
     bands = [{**b, "metric": m} for b in BANDS for m in ("ttft_s", "tpot_s")]
     monkeypatch.setattr(uncertainty, "shipped_serving_bands", lambda: bands)
     monkeypatch.setattr(uncertainty, "serving_band_coverage", lambda metric: 0.7)
+    monkeypatch.setattr(uncertainty, "serving_band_stretch", lambda metric: 1.0)
     args = ["simulate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--concurrency", "4", "--requests", "20"]
     out = CliRunner().invoke(app, args + ["--json"])
     assert out.exit_code == 0, out.output

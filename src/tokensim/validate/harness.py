@@ -78,8 +78,9 @@ AICONFIGURATOR = "aiconfigurator"
 # routing-skew model: TTFT 30.6 -> 28.9 %, published rows 14.5 -> 14.0 %, but simulated TPOT 11.3 -> 12.7 %, steady
 # TPOT 11.4 -> 13.1 %; vLLM's InferenceX runs measure first tokens 1.5-1.8x later than the spread clients give, which
 # the refit put into vLLM's request path, costing aiconfigurator's H100 vLLM runs 17 -> 54 % in TTFT (docs/model.md
-# 5.2). Until those stalls are priced, the rows' stated lengths and the generator's scheduler rule stand; the
-# functions below are what to switch on with it.
+# 5.2). An eighth (2026-12-07, stop 52) repeated the seventh's figures to the tenth of a point. Until those stalls
+# are priced, the rows' stated lengths and the generator's scheduler rule stand; the functions below are what to
+# switch on with it.
 SIMULATE_INFERENCEX_CLIENT = False
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from tokensim.validate.harness import (
     multinode_disaggregated,
     sglang_launch,
     sglang_mtp,
-    sglang_speculation,
+    sglang_mtp_note,
     trtllm_launch,
     vllm_launch,
 )
@@ -229,7 +229,8 @@ def serving_case(run: SiliconRun) -> ServingCase:
     if implied is None and run.engine == "sglang" and run.agg is not None:
         mtp = sglang_mtp(run.harness, run.image, run.model, run.system, run.weights, run.measured, tp, run.isl,
                          run.osl, max(1, int(round(concurrency))))
-        implied = None if mtp is None else sglang_speculation(mtp)
+        if mtp is not None:
+            notes.append(sglang_mtp_note(mtp))
     if implied is not None:
         dep = replace(dep, spec=implied[0])
         notes.append(implied[1])

@@ -43,17 +43,25 @@ def test_band_takes_the_most_specific_group_with_enough_runs():
     # (nvidia-hopper, vllm) has 5 runs and Hopper under any engine 6 (< MIN_ROWS = 8): the engine's 20 runs over
     # every family stand. Widened x(1 + 2/20) = 1.1 around q50 = 0: lo = -0.22, hi = 0.33; measured = simulated x
     # exp(-r)
-    b = serving_band("ttft_s", "nvidia-hopper", "vllm", 0.5, BANDS)
+    b = serving_band("ttft_s", "nvidia-hopper", "vllm", 0.5, BANDS, stretch=1.0)
     assert b.rows == 20 and "vllm on any hardware" in b.note
     assert b.estimate == pytest.approx(0.5)
     assert b.low == pytest.approx(0.5 * math.exp(-0.33)) and b.high == pytest.approx(0.5 * math.exp(0.22))
     # an engine with no runs on a family with some: the family's runs, widened x1.02 around q50 = 0.1:
     # lo = 0.1 - 0.6 x 1.02, hi = 0.1 + 0.4 x 1.02
-    b = serving_band("ttft_s", "nvidia-blackwell", "trtllm", 1.0, BANDS)
+    b = serving_band("ttft_s", "nvidia-blackwell", "trtllm", 1.0, BANDS, stretch=1.0)
     assert b.rows == 100 and b.estimate == pytest.approx(math.exp(-0.1)) and "under any engine" in b.note
     assert b.low == pytest.approx(math.exp(-(0.1 + 0.4 * 1.02))) and b.high == pytest.approx(math.exp(0.6 * 1.02 - 0.1))
     # a wafer under its own stack: no measured run shares either, so no range (a GPU's errors are not a wafer's)
     assert serving_band("ttft_s", "cerebras-wafer", "default", 1.0, BANDS) is None
+
+
+def test_the_shipped_stretch_is_read_from_the_fitted_constants():
+    # `tokensim fit` stores one per metric; the printed range uses it when none is given
+    k = uncertainty.serving_band_stretch("ttft_s")
+    assert 1.0 <= k <= 3.0
+    b = serving_band("ttft_s", "nvidia-hopper", "vllm", 1.0, BANDS)
+    assert b.high == pytest.approx(math.exp(0.2 * 1.1 * k))
 
 
 def test_no_band_without_stored_bands_or_for_another_metric():

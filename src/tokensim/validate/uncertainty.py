@@ -85,12 +85,16 @@ def _widening(rows: int) -> float:
     return 1.0 + SMALL_GROUP_WIDENING / rows
 
 
+def _log_range(q10: float, q50: float, q90: float, widen):
+    """The range of r = ln(predicted / measured): q10 and q90 pushed away from q50 by `widen` (a number or an array)."""
+    return q50 - (q50 - q10) * widen, q50 + (q90 - q50) * widen
+
+
 def _widened(value: float, q10: float, q50: float, q90: float, rows: int, note: str, stretch: float = 1.0) -> Band:
     """The Band of a prediction `value` from the percentiles of r = ln(predicted / measured) over `rows` rows: the
     measured value's estimate value x exp(-q50) and its range, q10 and q90 pushed away from q50 by (1 + 2 / rows) x
     `stretch`."""
-    widen = _widening(rows) * stretch
-    lo_r, hi_r = q50 - (q50 - q10) * widen, q50 + (q90 - q50) * widen
+    lo_r, hi_r = _log_range(q10, q50, q90, _widening(rows) * stretch)
     return Band(value * math.exp(-q50), value * math.exp(-hi_r), value * math.exp(-lo_r), rows, note)
 
 
@@ -208,9 +212,9 @@ def _inside_by_stretch(metric: str, r: np.ndarray, families, engines, pairs, pai
         if found is None:
             continue
         b = found[0]
-        widen = _widening(b["rows"]) * k
+        lo, hi = _log_range(b["q10"], b["q50"], b["q90"], _widening(b["rows"]) * k)
         counted += 1
-        inside += (b["q50"] - (b["q50"] - b["q10"]) * widen <= r[i]) & (r[i] <= b["q50"] + (b["q90"] - b["q50"]) * widen)
+        inside += (lo <= r[i]) & (r[i] <= hi)
     return inside, counted
 
 

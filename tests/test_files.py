@@ -220,3 +220,23 @@ def test_fit_gives_the_same_file_in_one_process_or_two(tmp_path, few_measurement
         texts.append(target.read_text(encoding="utf-8"))
     assert texts[0] == texts[1] and "log_ratio_out_of_sample" in texts[0]
     one_line_failure(["fit", "--measurements", str(few_measurements), "--workers", "0"], "--workers")
+
+
+def test_fit_keep_constants_writes_the_constants_in_use_back_with_a_new_report(tmp_path, few_measurements):
+    """--keep-constants fits nothing: every constant of the written file is the value in use (the shipped fit), and
+    only the report is new; its progress counts no fitting sweeps (here none of anything: --no-loso)."""
+    import tomllib
+
+    from tokensim.validate.fit import buildable, current_values
+
+    target = tmp_path / "kept.toml"
+    result = runner.invoke(app, ["fit", "--measurements", str(few_measurements), "--no-loso", "--no-serving",
+                                 "--keep-constants", "-o", str(target), "--json"])
+    assert result.exit_code == 0, result.output
+    written = tomllib.loads(target.read_text(encoding="utf-8"))["constants"]
+    in_use = current_values()
+    assert len(in_use) == len(PARAMS)
+    for p, v in in_use.items():
+        assert written[p.family][p.engine][p.name] == pytest.approx(v, rel=1e-5)    # 6 significant digits written
+    assert json.loads(result.stdout)["rows"] == len(buildable(few_measurements))
+    assert "fitting:" not in result.stderr

@@ -520,6 +520,9 @@ def fit(
     workers: int | None = typer.Option(None, "--workers", min=1, show_default=False,
                                        help="processes for the simulations and the out-of-sample refits (default: the CPUs "
                                             "this process may use); any count gives the same fit"),
+    keep_constants: bool = typer.Option(False, "--keep-constants", help="no fit: write the constants in use back "
+                                        "unchanged with a new report, its out-of-sample refits redone (after a change to "
+                                        "the simulation or to how rows are read)"),
 ) -> None:
     """Fit the empirical constants and the engine profiles on the measurements and the measured serving runs; write
     fitted.toml with its report and residuals (25 to 50 minutes on 2 cores with the out-of-sample refits; where no
@@ -540,11 +543,13 @@ def fit(
     n_groups = len(set(source_groups(buildable(path)).values())) if loso else 0
     n_pairs = len({c.pair for c in serving_cases(silicon)}) if loso and not no_serving else 0
     # over an hour on 2 cores: a line on stderr every minute where no bar can be drawn (a log, a pipe, --json)
-    with progress_bar("fitting", 2 * len(PARAMS) + n_groups + n_pairs, enabled=not json_out,
+    fitting = 0 if keep_constants else 2 * len(PARAMS)
+    with progress_bar("fitting", fitting + n_groups + n_pairs, enabled=not json_out,
                       plain_every_s=60.0) as tick:
         with tempfile.TemporaryDirectory(prefix="tokensim-fit-") as scratch:   # the library writes; we move it in place
             written = Path(scratch) / "fitted.toml"
-            report = run_fit(path, written, loso=loso, progress=tick, silicon_path=silicon, workers=workers)
+            report = run_fit(path, written, loso=loso, progress=tick, silicon_path=silicon, workers=workers,
+                             keep_constants=keep_constants)
             text = written.read_text(encoding="utf-8")
     if not out_path:
         try:

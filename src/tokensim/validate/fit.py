@@ -124,8 +124,14 @@ def golden_log(f, lo: float, hi: float, steps: int) -> float:
 
 def start_values(params=PARAMS) -> dict[Param, float]:
     """The values in constants.toml and the engine profiles (never a previous fit), so that a fit is reproducible."""
-    base = default_table().without_fitted()
-    return {p: min(max(_base_value(p, base), p.lo), p.hi) for p in params}
+    return current_values(params, default_table().without_fitted())
+
+
+def current_values(params=PARAMS, table: ConstantsTable | None = None) -> dict[Param, float]:
+    """The values in use: constants.toml and the engine profiles under the fitted overlay (`default_table`), each
+    clipped to its bounds as a fit would keep it. What `tokensim fit --keep-constants` reports on."""
+    table = table or default_table()
+    return {p: min(max(_base_value(p, table), p.lo), p.hi) for p in params}
 
 
 def _base_value(p: Param, table: ConstantsTable) -> float:

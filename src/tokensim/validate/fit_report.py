@@ -21,6 +21,7 @@ from tokensim.validate.fit import (
     PARAMS,
     Param,
     buildable,
+    current_values,
     fit,
     held_out,
     pinned,
@@ -139,12 +140,17 @@ def pair_tables(table: ConstantsTable | None = None) -> dict[str, ConstantsTable
 
 
 def run_fit(path, out_path: Path, loso: bool = True, progress=None, silicon_path=None,
-            workers: int | None = None) -> dict:
+            workers: int | None = None, keep_constants: bool = False) -> dict:
     """Fit the constants on the published measurements at `path` and the serving runs at `silicon_path` (None: the
-    shipped silicon_dev.csv; False: none), report in-sample and out-of-sample errors, write `out_path`."""
+    shipped silicon_dev.csv; False: none), report in-sample and out-of-sample errors, write `out_path`.
+    `keep_constants`: no fit; the constants in use are written back as they are, with a new report (its
+    out-of-sample refits redone), for a change to the simulation or to how rows are read."""
     published = buildable(path)
     data = FitData.of(published, serving_cases(silicon_path))
-    fitted = fit(data, start_values(), progress=progress, workers=workers)
+    if keep_constants:
+        fitted = current_values()
+    else:
+        fitted = fit(data, start_values(), progress=progress, workers=workers)
     table = table_for(fitted)
     data = pinned(data, table, simulate=True, workers=workers)   # the step counts at the fitted constants, for every report
     results = [evaluate_row(c.row, table) for c in published]

@@ -112,6 +112,7 @@ def test_round_shares_stand_for_ten_rounds():
     assert round_shares(3) == [1.0, 8.0, 1.0]
     assert round_shares(4) == [1.0, 4.0, 4.0, 1.0]
     assert round_shares(2) == [1.0, 9.0]
+    assert round_shares(1) == [1.0]
     assert sum(round_shares(10)) == pytest.approx(10.0)
 
 
@@ -119,14 +120,12 @@ def test_the_drain_round_is_not_stalled_by_new_prompts():
     """64 clients of Qwen3-32B FP8 on one H100 (TensorRT-LLM, 1,024 in / 128 out, no chunked prefill): in the last
     round no client sends again, so its decodes run without the others' prompts between them and its TPOT is
     lower than a steady round's; ten simulated rounds and three weighed 1 / 8 / 1 agree within 1 %."""
-    from tokensim.validate.load import round_shares
+    from tokensim.sim import ClosedLoop, Workload, simulate
+    from tokensim.validate.load import round_shares, worker_engine
 
     c = next(c for c in shipped_silicon_cases() if c.run.model == "qwen3-32b" and c.run.system == "h100-sxm"
              and c.run.engine == "trtllm" and c.deployment.tp == 1 and c.concurrency == 64 and c.run.isl == 1024
              and c.run.osl == 128)
-    from tokensim.sim import ClosedLoop, Workload, simulate
-    from tokensim.validate.load import worker_engine
-
     clients, n = 64, 3 * 64
     spec = worker_engine(c, catalog_model(c.run.model), catalog()[c.run.system])
     req = simulate(ClosedLoop(clients, Workload(np.zeros(n), np.full(n, 1024), np.full(n, 128))), spec,

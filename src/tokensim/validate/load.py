@@ -293,14 +293,13 @@ def simulate_case(case: ServingCase, constants: ConstantsTable | None = None, ro
     ttft = req["first_token_s"] - req["arrival_s"]
     tpot = (req["last_token_s"] - req["first_token_s"]) / np.maximum(req["tokens"] - 1, 1)
     round_of = np.arange(len(req["arrival_s"])) // clients
-    shares = round_shares(rounds)
+    rounds_done = [(done & (round_of == k), share) for k, share in enumerate(round_shares(rounds))]
+    rounds_done = [(mask, share) for mask, share in rounds_done if mask.any()]
 
     def mean(x):
-        means = [(x[done & (round_of == k)].mean(), share) for k, share in enumerate(shares)
-                 if (done & (round_of == k)).any()]
-        if not means:
+        if not rounds_done:
             return math.nan
-        return sum(m * share for m, share in means) / sum(share for _, share in means)
+        return sum(x[mask].mean() * share for mask, share in rounds_done) / sum(share for _, share in rounds_done)
 
     t_first, t_out = mean(ttft), mean(tpot)
     if not (math.isfinite(t_first) and math.isfinite(t_out)):

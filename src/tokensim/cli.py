@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tokensim.cli_serving import P2P_HELP
+from tokensim.cli_serving import FUSIONS_HELP, P2P_HELP, parse_fusions
 from tokensim.errors import bad_value
 from tokensim.output.failures import OneLineErrors
 from tokensim.output.files import check_target
@@ -192,6 +192,7 @@ def predict(
     engine: Engine = typer.Option("default", case_sensitive=False, metavar=ENGINE_METAVAR, help=ENGINE_HELP),
     engine_version: str | None = typer.Option(None, "--engine-version",
                                               help="the engine's release, e.g. 0.6.1: its kernels' traits (data/engines)"),
+    fusions: str | None = typer.Option(None, "--fusions", help=FUSIONS_HELP),
     p2p: bool | None = typer.Option(None, "--p2p/--no-p2p", help=P2P_HELP),
     plot: str | None = typer.Option(None, "--plot", help="write the breakdown, roofline, speed-vs-batch (and, on wafers/LPUs, "
                                     "TTFT-vs-pipeline-depth) plots as PNG and SVG beside this path"),
@@ -206,7 +207,7 @@ def predict(
     stem = check_target(plot, "--plot") if plot else None
     hardware_spec = with_peer_to_peer(load_hardware(hardware), p2p)
     kw = dict(weights=plain(weights), expert_weights=plain(expert_weights), compute=plain(compute), kv=str(kv),
-              engine=str(engine), engine_version=engine_version,
+              engine=str(engine), engine_version=engine_version, fusions=parse_fusions(fusions),
               input_tokens=renamed(input_tokens, old_input, "--input-tokens", "--input", 1024),
               output_tokens=renamed(output_tokens, old_output, "--output-tokens", "--output", 256))
     p = run_predict(model, hardware_spec, chips=chips, tp=tp, pp=pp, ep=ep, dp=dp, attn_dp=attn_dp,

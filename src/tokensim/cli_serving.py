@@ -17,6 +17,24 @@ if TYPE_CHECKING:
 STAT_KEYS = ("mean", "p50", "p90", "p99")
 P2P_HELP = ("GPU peer-to-peer on (--p2p) or off (--no-p2p) on the chip's PCIe links, a property of the box (bare metal "
             "with the IOMMU off has it, most VMs and GeForce drivers do not); default: as the hardware file states")
+FUSIONS_HELP = ("kernel fusions the engine launch runs, comma-separated: allreduce_norm (all-reduce + residual + RMSNorm "
+                "in one kernel), moe_gemm1 (trtllm-gen MoE, Blackwell); default: none beyond what the fitted kernel "
+                "gap absorbs (docs/model.md 1.4)")
+
+
+def parse_fusions(text: str | None) -> tuple[str, ...] | None:
+    """--fusions: None (not given), 'none' (no fusion) or a comma-separated list of FUSIONS names."""
+    from tokensim.perf.engines import FUSIONS
+
+    if text is None:
+        return None
+    names = tuple(p.strip() for p in text.split(",") if p.strip())
+    if names == ("none",):
+        return ()
+    for name in names:
+        if name not in FUSIONS:
+            raise bad_value("--fusions", name, f"a comma-separated list of {', '.join(FUSIONS)}, or none")
+    return names
 
 
 def _rates(text: str | None) -> list[float]:
@@ -36,7 +54,8 @@ def _rates(text: str | None) -> list[float]:
 
 def _engine_from_args(scenario: str | None, model: str, hardware: str, tp: int | None, pp: int | None, chips: int | None,
                       ep: int, attn_dp: int, weights: str | None, kv: str, engine: str, trace_folder=None,
-                      p2p: bool | None = None, engine_version: str | None = None):
+                      p2p: bool | None = None, engine_version: str | None = None,
+                      fusions: tuple[str, ...] | None = None):
     """An EngineSpec from a scenario, a trace folder's meta.json, or predict-style flags, with its name, its
     hardware family and its engine (what the ranges under load are looked up by); `p2p` switches GPU peer-to-peer on
     or off on the chip's PCIe links (None: as its hardware file, or the scenario, states)."""
@@ -57,7 +76,7 @@ def _engine_from_args(scenario: str | None, model: str, hardware: str, tp: int |
         return spec, model, hw.family, dep.engine
     hw = with_peer_to_peer(load_hardware(hardware), p2p)
     p = predict(model, hw, chips=chips, tp=tp, pp=pp, ep=ep, attn_dp=attn_dp, weights=weights, kv=kv,
-                engine=engine, engine_version=engine_version)      # the layout resolver and fit check of predict
+                engine=engine, engine_version=engine_version, fusions=fusions)   # predict's layout resolver and fit check
     return engine_for(load_model(model), hw, p.deployment), model, hw.family, p.deployment.engine
 
 
@@ -145,6 +164,7 @@ def register(app: typer.Typer, out, note) -> None:
         engine: str = typer.Option("vllm", help="serving engine whose scheduler is simulated: vllm, sglang, trtllm"),
         engine_version: str | None = typer.Option(None, "--engine-version",
                                                   help="the engine's release, e.g. 0.6.1: its kernels' traits and memory rules"),
+        fusions: str | None = typer.Option(None, "--fusions", help=FUSIONS_HELP),
         p2p: bool | None = typer.Option(None, "--p2p/--no-p2p", help=P2P_HELP),
         replicas: int = typer.Option(1, min=1, help="replicas behind a least-outstanding-requests router"),
         rate: str | None = typer.Option(None, "--rate", help="requests/s (Poisson); a comma-separated list sweeps them"),
@@ -210,7 +230,8 @@ def register(app: typer.Typer, out, note) -> None:
             load_dataset(dataset)           # a bad file is one line here, not in a worker
             data = Path(dataset)
         spec, name, family, engine_name = _engine_from_args(scenario, model, hardware, tp, pp, chips, ep, attn_dp,
-                                                            weights, kv, engine, folder, p2p, engine_version)
+                                                            weights, kv, engine, folder, p2p, engine_version,
+                                                            parse_fusions(fusions))
         if data is None and trace_file is None and spec.max_model_len is not None \
                 and input_tokens + output_tokens > spec.max_model_len:
             # every request of a fixed-length load would be refused: say so instead of simulating nothing

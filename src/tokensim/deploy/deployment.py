@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokensim.errors import bad_value, require
-from tokensim.perf.engines import canonical_engine, engine_profiles, parse_release
+from tokensim.perf.engines import FUSIONS, canonical_engine, engine_profiles, parse_release
 from tokensim.specs.precision import COMPUTE_ORDER, get_precision
 
 # Bounds on what a library caller may ask for (files are bounded by tokensim.inputs): far beyond any real deployment,
@@ -70,6 +70,7 @@ class Deployment:
     spec: SpecDecode | None = None
     micro_batches: int | None = None    # pipeline micro-batches in flight; None: min(pp, batch)
     overlap_comm: bool = False          # EP/AFD communication hidden behind compute (two-micro-batch overlap)
+    fusions: tuple[str, ...] | None = None   # kernel fusions the launch runs (perf.engines.FUSIONS); None or (): none
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "ep", "dp", "attn_dp"):
@@ -102,6 +103,10 @@ class Deployment:
                 f"a divisor of tp x attn_dp = {self.tp * self.attn_dp} (experts are spread over the chips of a stage)")
         require(self.redundant_experts >= 0, "redundant_experts", self.redundant_experts, "an integer >= 0")
         require(self.micro_batches is None or self.micro_batches >= 1, "micro_batches", self.micro_batches, "an integer >= 1")
+        if self.fusions is not None:
+            require(isinstance(self.fusions, tuple) and all(isinstance(f, str) and f in FUSIONS for f in self.fusions),
+                    "fusions", self.fusions, f"a tuple of kernel fusions from {', '.join(FUSIONS)}")
+            object.__setattr__(self, "fusions", tuple(sorted(set(self.fusions))))
 
     @property
     def chips(self) -> int:

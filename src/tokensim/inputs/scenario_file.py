@@ -67,6 +67,9 @@ class DeploymentTable(InputModel):
     engine_version: EngineVersion | None = None
     micro_batches: MicroBatches | None = None
     overlap_comm: bool | None = None
+    fusions: Annotated[list[Literal["allreduce_norm", "moe_gemm1"]], Field(
+        max_length=2, description="kernel fusions the engine launch runs (allreduce_norm, moe_gemm1); "
+                                  "left out or []: none")] | None = None
     redundant_experts: ExtraExperts | None = None
     stage_layers: Annotated[list[StageLayers], Field(min_length=1, max_length=MAX_LAYERS,
                                                      description="a list of layer counts, one per pipeline stage")] | None = None
@@ -76,7 +79,10 @@ class DeploymentTable(InputModel):
     def deployment_fields(self) -> dict[str, Any]:
         """The Deployment fields the table sets, apart from the layout (tp, pp, chips, stages), which
         deploy.layout.resolve_layout decides with the model and chip."""
-        return {k: v for k in _DEPLOYMENT_FIELDS if (v := getattr(self, k)) is not None}
+        out = {k: v for k in _DEPLOYMENT_FIELDS if (v := getattr(self, k)) is not None}
+        if self.fusions is not None:
+            out["fusions"] = tuple(self.fusions)
+        return out
 
 
 _DEPLOYMENT_FIELDS = ("weights", "expert_weights", "compute", "kv", "engine", "engine_version",

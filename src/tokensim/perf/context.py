@@ -47,6 +47,7 @@ class Context:
     bytes_per_s: float    # achieved bandwidth of the tier holding weights and KV, streaming weights
     kv_bytes_per_s: float  # achieved bandwidth reading the paged KV cache in attention
     kv_read_per_query_head: bool = False   # the engine release's decode kernel reads GQA's KV once per query head
+    fusions: frozenset = frozenset()       # kernel fusions the step runs (perf.engines.FUSIONS; `step_fusions`)
 
     def link_for(self, group_chips: int) -> Link | None:
         """The link a collective over `group_chips` chips uses: scale-up while the group fits its domain."""
@@ -144,4 +145,20 @@ def make_context(model: ModelSpec, hw: HardwareSpec, dep: Deployment, k: Constan
         bytes_per_s=k.hbm_bandwidth_fraction * hw.weight_tier.bandwidth_bytes_per_s,
         kv_bytes_per_s=k.attention_bandwidth_fraction * hw.weight_tier.bandwidth_bytes_per_s,
         kv_read_per_query_head=release_traits(dep.engine, dep.engine_version).get("gqa_kv_read_per_query_head", False),
+        fusions=step_fusions(hw, dep),
     )
+
+
+# the chip families whose MoE kernels fuse the permute and activation into the first grouped GEMM (trtllm-gen's MoE
+# runners are built for sm100 only: cpp/tensorrt_llm/kernels/trtllmGenKernels/blockScaleMoe)
+MOE_GEMM1_FAMILIES = ("nvidia-blackwell",)
+
+
+def step_fusions(hw: HardwareSpec, dep: Deployment) -> frozenset:
+    """The kernel fusions a step of `dep` on `hw` runs (the deployment's own; none when it states none); the MoE GEMM-1
+    fusion only on the chips whose kernels have it (asking for it on others is an error)."""
+    fused = frozenset(dep.fusions or ())
+    if "moe_gemm1" in fused and hw.family not in MOE_GEMM1_FAMILIES:
+        raise TokensimError(f"fusions: moe_gemm1 runs on trtllm-gen MoE kernels, built for "
+                            f"{', '.join(MOE_GEMM1_FAMILIES)} chips; {hw.name} is {hw.family}")
+    return fused

@@ -10,6 +10,10 @@ A profile's `releases` list says what changed between an engine's releases. An e
 the physics of a step, not a fitted constant: `gqa_kv_read_per_query_head = true` (the decode attention kernel
 reads a grouped-query model's KV once per query head, not once per KV head). A deployment that names its engine's
 version (`engine_version`) gets the traits of the first entry whose `versions` specifier holds it.
+
+Kernel fusions (FUSIONS) are the deployment's own (Deployment.fusions, `--fusions`), never a release default: the kernel
+counts (perf/layers.py KERNELS) are vLLM's and SGLang's, and the fitted kernel gap absorbs what other engines fuse
+(docs/model.md 1.4 says what a refit with TensorRT-LLM's fusions did).
 """
 from __future__ import annotations
 
@@ -27,6 +31,16 @@ from tokensim.errors import TokensimError
 
 DEFAULT_ENGINE = "default"
 TRAITS = ("gqa_kv_read_per_query_head",)      # release traits the cost model reads (perf/context.py)
+# Kernel fusions that change how many kernels a decode step launches (perf/layers.py launch_s), each a structural fact
+# of an engine's code or of a launch flag, never fitted:
+FUSIONS = {
+    "allreduce_norm": "each tensor-parallel all-reduce carries the residual add and the RMSNorm after it (TensorRT-LLM's "
+                      "AllReduceFusionOp.RESIDUAL_RMS_NORM, vLLM's fuse_allreduce_rms pass, SGLang's "
+                      "--enable-flashinfer-allreduce-fusion): one launch fewer per all-reduce",
+    "moe_gemm1": "the routed experts' first grouped GEMM takes the token permute and the gated activation into it "
+                 "(trtllm-gen MoE kernels on Blackwell: routing, GEMM 1, GEMM 2, finalize): two launches fewer per MoE "
+                 "layer",
+}
 
 
 @dataclass(frozen=True)

@@ -120,8 +120,25 @@ KERNELS = {"attn.proj": 4, "attn.proj.mla": 8, "attn.core": 1, "attn.core.dsa": 
            "lm_head": 2, "pp.hop": 1}
 
 
-def launch_s(ctx: Context, kernel_key: str) -> float:
-    return KERNELS.get(kernel_key, 1) * ctx.k.kernel_gap_s
+# The ops whose count holds an RMSNorm that a fused all-reduce takes over (fusion "allreduce_norm"): the input norm
+# of attention or a linear mixer (after the previous layer's FFN all-reduce) and the post-attention norm counted with a
+# dense FFN or a shared-expert block (after the mixer's all-reduce). Routed experts alone count no norm.
+NORM_LED = ("attn.proj", "attn.proj.mla", "linear.proj", "ffn", "moe.shared")
+MOE_GEMM1_FUSED = 2      # the permute and the gated activation, taken into GEMM 1 (fusion "moe_gemm1")
+
+
+def launch_count(ctx: Context, kernel_key: str):
+    """Kernel launches of an op in a decode step: KERNELS' count, less what the step's fusions take away."""
+    n = KERNELS.get(kernel_key, 1)
+    if "allreduce_norm" in ctx.fusions and kernel_key in NORM_LED:
+        n = n - (ctx.dep.tp > 1)          # only where an all-reduce runs (an array of tp: element by element)
+    if "moe_gemm1" in ctx.fusions and kernel_key == "moe.experts":
+        n -= MOE_GEMM1_FUSED
+    return n
+
+
+def launch_s(ctx: Context, kernel_key: str):
+    return launch_count(ctx, kernel_key) * ctx.k.kernel_gap_s
 
 
 def needed(mask) -> bool:

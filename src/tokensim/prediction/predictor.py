@@ -208,6 +208,9 @@ def predict_deployment(model: ModelSpec, hw: HardwareSpec, dep: Deployment, assu
     ctx = make_context(model, hw, dep, table.for_hardware(hw, dep.engine))
     if dep.chips > 1 and has_pcie_link(hw):
         assumptions = (*assumptions, other_link_case(model, hw, dep, table))
+    if ctx.fusions:
+        assumptions = (*assumptions, f"kernel fusions: {', '.join(sorted(ctx.fusions))}, as the deployment states "
+                                     "(each one launch fewer per fused kernel: docs/model.md 1.4)")
     step = decode_step(ctx, dep.spec)
     cost, cycle, micro = step.cost, step.cycle_s, step.micro
     tpot = step.tpot_s
@@ -277,16 +280,18 @@ def predict(
     constants: ConstantsTable | None = None,
     p2p: bool | None = None,
     engine_version: str | None = None,
+    fusions: tuple[str, ...] | None = None,
 ) -> Prediction:
     """Predict decode speed, TTFT, throughput and memory. Names come from the catalogs (`tokensim models`,
     `tokensim hardware`) or are paths to a config.json / hardware TOML. With no chips, tp or pp given,
     the fewest chips that hold the weights and KV are used. `p2p`: GPU peer-to-peer on (True) or off (False) on the
-    chip's PCIe links; None: as its hardware file states."""
+    chip's PCIe links; None: as its hardware file states. `fusions`: the kernel fusions the launch runs
+    (perf.engines.FUSIONS; None: none)."""
     m, hw = load_model(model), with_peer_to_peer(load_hardware(hardware), p2p, "p2p")
     fields = dict(ep=ep, dp=dp, attn_dp=attn_dp, redundant_experts=redundant_experts, stage_layers=stage_layers,
                   weights=weights, expert_weights=expert_weights, compute=compute, kv=kv, batch=batch,
                   input_tokens=input_tokens, output_tokens=output_tokens, engine=engine, engine_version=engine_version,
-                  spec=spec, micro_batches=micro_batches, overlap_comm=overlap_comm)
+                  spec=spec, micro_batches=micro_batches, overlap_comm=overlap_comm, fusions=fusions)
     dep, how = resolve_layout(m, hw, fields, chips=chips, tp=tp, pp=pp)
     notes = [f"layout: {how}"] if how else []
     return predict_deployment(m, hw, dep, tuple(notes), constants=constants)

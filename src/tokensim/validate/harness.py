@@ -88,6 +88,17 @@ AICONFIGURATOR = "aiconfigurator"
 # switch on with it.
 SIMULATE_INFERENCEX_CLIENT = False
 
+# Off in validation and in the fit: the kernel fusions of InferenceX's launches (harness.toml [[fusions]], `launch_fusions`).
+# Refitted with them and with TensorRT-LLM's all-reduce + RMSNorm fusion on every TensorRT-LLM run at TP > 1
+# (2026-12-07, stop 54), against a refit without them on the same footing (stop 53's, drain weights): simulated TPOT
+# leaving each pair out 10.4 -> 11.2 %, simulated TTFT 30.7 -> 31.3 %, steady TPOT 10.7 -> 11.3 %, published rows
+# leaving each source out 14.3 -> 15.6 %. B200 SGLang's DeepSeek runs went too fast (9.7 -> 11.3 %) and the shared
+# SGLang constants took H100 SGLang's runs from 15.2 to 25.5 %; H200 and H100 TensorRT-LLM improved (12.3 -> 11.4 %,
+# 10.2 -> 9.9 %). The counts in perf/layers.py KERNELS are vLLM's and SGLang's approximate ones (no KV-cache write,
+# sampling or quantize kernel), and the fitted kernel gap stands for all of it; taking out only the launches an engine
+# fuses undercounts. The scripts' facts are kept, to switch on with per-engine counts.
+APPLY_LAUNCH_FUSIONS = False
+
 @dataclass(frozen=True)
 class MtpRuns:
     """InferenceX TensorRT-LLM runs that ran MTP drafts: those in `image`, measured on `measured` (a UTC day; None:
@@ -274,6 +285,25 @@ def _inferencex_entry(section: str, harness: str | None, inferencex_client: bool
         return None
     return next((e for e in _harness_data()[section]
                  if _entry_matches(e, model, system, weights, measured, tp, isl, osl, clients)), None)
+
+
+def launch_fusions(harness: str | None, engine: str, model: str, system: str, weights: str | None,
+                   measured: str | None, tp: int, attn_dp: int, isl: int, osl: int, clients: int,
+                   apply: bool = True) -> tuple[tuple[str, ...], str] | None:
+    """The kernel fusions (perf.engines.FUSIONS) an InferenceX single-node script launched the run with, and the note
+    that says so (harness.toml [[fusions]], the first entry that matches); None where no entry does, or with `apply`
+    False (validation passes APPLY_LAUNCH_FUSIONS, which says why it is off). Step physics, not a scheduler setting:
+    they do not depend on whether InferenceX's client is simulated."""
+    if harness != INFERENCEX or not apply:
+        return None
+    for e in _harness_data().get("fusions", []):
+        if e["engine"] != engine or "when_attn_dp" in e and bool(e["when_attn_dp"]) != (attn_dp > 1):
+            continue
+        if _entry_matches(e, model, system, weights, measured, tp, isl, osl, clients):
+            fused = tuple(e["fusions"])
+            return fused, (f"kernel fusions: InferenceX {e['config']}: {', '.join(fused) or 'none'} "
+                           f"({e['scripts']}) (harness)")
+    return None
 
 
 def trtllm_launch(harness: str | None, model: str, system: str, weights: str | None, measured: str | None, tp: int,

@@ -32,9 +32,11 @@ from tokensim.specs.hardware.catalog import catalog
 from tokensim.specs.model.catalog import catalog_model
 from tokensim.specs.model.spec import MoE
 from tokensim.validate.harness import (
+    APPLY_LAUNCH_FUSIONS,
     INFERENCEX,
     Launch,
     harness_speculation,
+    launch_fusions,
     lengths_note,
     mean_lengths,
     mtp_drafts,
@@ -234,6 +236,12 @@ def serving_case(run: SiliconRun) -> ServingCase:
     if implied is not None:
         dep = replace(dep, spec=implied[0])
         notes.append(implied[1])
+    fused = (launch_fusions(run.harness, run.engine, run.model, run.system, run.weights, run.measured, tp, adp, run.isl,
+                            run.osl, max(1, int(round(concurrency))), apply=APPLY_LAUNCH_FUSIONS)
+             if run.agg is not None else None)
+    if fused is not None:
+        dep = replace(dep, fusions=fused[0])
+        notes.append(fused[1])
     launch = harness_launch(run, dep, concurrency, run.agg is not None)
     if launch is not None:
         notes.append(launch.note)

@@ -83,9 +83,15 @@ AICONFIGURATOR = "aiconfigurator"
 # routing-skew model: TTFT 30.6 -> 28.9 %, published rows 14.5 -> 14.0 %, but simulated TPOT 11.3 -> 12.7 %, steady
 # TPOT 11.4 -> 13.1 %; vLLM's InferenceX runs measure first tokens 1.5-1.8x later than the spread clients give, which
 # the refit put into vLLM's request path, costing aiconfigurator's H100 vLLM runs 17 -> 54 % in TTFT (docs/model.md
-# 5.2). An eighth (2026-12-07, stop 52) repeated the seventh's figures to the tenth of a point. Until those stalls
-# are priced, the rows' stated lengths and the generator's scheduler rule stand; the functions below are what to
-# switch on with it.
+# 5.2). An eighth (2026-12-07, stop 52) repeated the seventh's figures to the tenth of a point. A ninth (2026-12-07,
+# stop 54) refitted only the prefill-side constants (prefill shares, the Blackwell prefill clock, eager-layer and
+# request times), warm-started from the shipped ones: TTFT 31.0 -> 28.6 % (light load 29.8 -> 26.7 %), but simulated
+# TPOT 10.9 -> 11.5 %, steady TPOT 11.4 -> 11.9 %, published rows 13.6 -> 14.1 %: the slower prefills it fits (vLLM's
+# share 0.89 -> 0.66, the Blackwell prefill clock 0.98 -> 0.79) stall the spread clients' decodes. At the shipped
+# constants, without a refit, the client alone gives TTFT 31.0 -> 34.4 % with simulated TPOT unchanged (10.9 %):
+# every pair improves but B200 vLLM (21 -> 47 %, its first tokens 0.4-0.65x the measured; docs/model.md 7). Until
+# those stalls are priced, the rows' stated lengths and the generator's scheduler rule stand; the functions below
+# are what to switch on with it.
 SIMULATE_INFERENCEX_CLIENT = False
 
 # Off in validation and in the fit: the kernel fusions of InferenceX's launches (harness.toml [[fusions]], `launch_fusions`).

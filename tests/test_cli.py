@@ -225,6 +225,14 @@ def test_simulate_refuses_a_negative_seed():
         workload_for(LoadSpec(5, rate_per_s=1.0, seed=-1))
 
 
+@pytest.mark.parametrize("flags, field", [(("--tp", "4"), "--tp"), (("--fusions", "allreduce_norm"), "--fusions"),
+                                          (("--weights", "fp8"), "--weights"), (("--model", "qwen3-32b"), "--model")])
+def test_simulate_refuses_deployment_flags_a_scenario_would_ignore(flags, field):
+    """A scenario states its own deployment: a layout flag beside it is an error, not silently dropped."""
+    assert_one_line(cli("simulate", "kimi-k2.6-gpu", "--rate", "1", "--requests", "10", *flags, rc=2), field,
+                    "scenario")
+
+
 def test_p2p_flags_of_predict_simulate_and_plan():
     """GPU peer-to-peer switched on a PCIe box (tests/test_p2p.py holds the hand calculation); refused, one line,
     where no chip has a PCIe link."""

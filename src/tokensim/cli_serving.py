@@ -65,6 +65,19 @@ def _engine_from_args(scenario: str | None, model: str, hardware: str, tp: int |
     from tokensim.specs.hardware.p2p import with_peer_to_peer
     from tokensim.specs.model.catalog import load_model
 
+    given = {"--hardware": hardware != "h100-sxm", "--chips": chips is not None, "--tp": tp is not None,
+             "--pp": pp is not None, "--ep": ep != 1, "--attn-dp": attn_dp != 1, "--weights": weights is not None,
+             "--kv": kv != "bf16", "--engine": engine != "vllm", "--engine-version": engine_version is not None,
+             "--fusions": fusions is not None}
+    states = "the scenario" if scenario else "the trace folder's meta.json" if (
+        trace_folder is not None and trace_folder.hardware is not None) else None
+    if states is not None:
+        for flag, on in given.items():
+            if on:      # a flag the deployment would not read: refuse it rather than ignore it
+                raise bad_value(flag, "given", f"no {flag} with a scenario or a trace folder that states its "
+                                               f"deployment ({states} sets it; edit it there)")
+        if scenario and model != "llama-3.1-8b":
+            raise bad_value("--model", model, "no --model with a scenario (the scenario names its model)")
     if scenario:
         from tokensim.scenarios.scenario import find_scenario, load_scenario, scenario_constants
         s = load_scenario(find_scenario(scenario))

@@ -233,6 +233,15 @@ def test_simulate_refuses_deployment_flags_a_scenario_would_ignore(flags, field)
                     "scenario")
 
 
+def test_serve_and_bench_still_build_a_scenarios_engine_without_layout_flags():
+    """`serve --emulate` and `bench --compare` build a scenario's engine with empty model and hardware (no layout
+    flags exist on them); the refusal of ignored flags belongs to `simulate` alone (a new user's run caught it)."""
+    from tokensim.cli_serving import _engine_from_args
+
+    spec, name = _engine_from_args("kimi-k2.6-cs3", "", "", None, None, None, 1, 1, None, "bf16", "vllm")[:2]
+    assert spec is not None and name
+
+
 def test_p2p_flags_of_predict_simulate_and_plan():
     """GPU peer-to-peer switched on a PCIe box (tests/test_p2p.py holds the hand calculation); refused, one line,
     where no chip has a PCIe link."""

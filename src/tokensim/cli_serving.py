@@ -52,19 +52,10 @@ def _rates(text: str | None) -> list[float]:
     return out
 
 
-def _engine_from_args(scenario: str | None, model: str, hardware: str, tp: int | None, pp: int | None, chips: int | None,
-                      ep: int, attn_dp: int, weights: str | None, kv: str, engine: str, trace_folder=None,
-                      p2p: bool | None = None, engine_version: str | None = None,
-                      fusions: tuple[str, ...] | None = None):
-    """An EngineSpec from a scenario, a trace folder's meta.json, or predict-style flags, with its name, its
-    hardware family and its engine (what the ranges under load are looked up by); `p2p` switches GPU peer-to-peer on
-    or off on the chip's PCIe links (None: as its hardware file, or the scenario, states)."""
-    from tokensim.prediction.predictor import predict
-    from tokensim.prediction.serving import engine_for, trace_engine
-    from tokensim.specs.hardware.catalog import load_hardware
-    from tokensim.specs.hardware.p2p import with_peer_to_peer
-    from tokensim.specs.model.catalog import load_model
-
+def _refuse_ignored_flags(scenario: str | None, trace_folder, model: str, hardware: str, chips, tp, pp, ep: int,
+                          attn_dp: int, weights, kv: str, engine: str, engine_version, fusions) -> None:
+    """simulate: a layout flag beside a scenario, or beside a trace folder whose meta.json states the deployment, is
+    an error naming the flag (the deployment would not read it), not silently dropped."""
     given = {"--hardware": hardware != "h100-sxm", "--chips": chips is not None, "--tp": tp is not None,
              "--pp": pp is not None, "--ep": ep != 1, "--attn-dp": attn_dp != 1, "--weights": weights is not None,
              "--kv": kv != "bf16", "--engine": engine != "vllm", "--engine-version": engine_version is not None,
@@ -78,6 +69,21 @@ def _engine_from_args(scenario: str | None, model: str, hardware: str, tp: int |
                                                f"deployment ({states} sets it; edit it there)")
         if scenario and model != "llama-3.1-8b":
             raise bad_value("--model", model, "no --model with a scenario (the scenario names its model)")
+
+
+def _engine_from_args(scenario: str | None, model: str, hardware: str, tp: int | None, pp: int | None, chips: int | None,
+                      ep: int, attn_dp: int, weights: str | None, kv: str, engine: str, trace_folder=None,
+                      p2p: bool | None = None, engine_version: str | None = None,
+                      fusions: tuple[str, ...] | None = None):
+    """An EngineSpec from a scenario, a trace folder's meta.json, or predict-style flags, with its name, its
+    hardware family and its engine (what the ranges under load are looked up by); `p2p` switches GPU peer-to-peer on
+    or off on the chip's PCIe links (None: as its hardware file, or the scenario, states)."""
+    from tokensim.prediction.predictor import predict
+    from tokensim.prediction.serving import engine_for, trace_engine
+    from tokensim.specs.hardware.catalog import load_hardware
+    from tokensim.specs.hardware.p2p import with_peer_to_peer
+    from tokensim.specs.model.catalog import load_model
+
     if scenario:
         from tokensim.scenarios.scenario import find_scenario, load_scenario, scenario_constants
         s = load_scenario(find_scenario(scenario))
@@ -242,6 +248,8 @@ def register(app: typer.Typer, out, note) -> None:
             from tokensim.endpoints.workload import load_dataset
             load_dataset(dataset)           # a bad file is one line here, not in a worker
             data = Path(dataset)
+        _refuse_ignored_flags(scenario, folder, model, hardware, chips, tp, pp, ep, attn_dp, weights, kv, engine,
+                              engine_version, fusions)
         spec, name, family, engine_name = _engine_from_args(scenario, model, hardware, tp, pp, chips, ep, attn_dp,
                                                             weights, kv, engine, folder, p2p, engine_version,
                                                             parse_fusions(fusions))

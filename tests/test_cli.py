@@ -226,9 +226,11 @@ def test_simulate_refuses_a_negative_seed():
 
 
 @pytest.mark.parametrize("flags, field", [(("--tp", "4"), "--tp"), (("--fusions", "allreduce_norm"), "--fusions"),
-                                          (("--weights", "fp8"), "--weights"), (("--model", "qwen3-32b"), "--model")])
+                                          (("--weights", "fp8"), "--weights"), (("--model", "qwen3-32b"), "--model"),
+                                          (("--engine", "vllm"), "--engine"), (("--ep", "1"), "--ep")])
 def test_simulate_refuses_deployment_flags_a_scenario_would_ignore(flags, field):
-    """A scenario states its own deployment: a layout flag beside it is an error, not silently dropped."""
+    """A scenario states its own deployment: a layout flag beside it is an error, not silently dropped, even when
+    it repeats the flag's default (--engine vllm, --ep 1)."""
     assert_one_line(cli("simulate", "kimi-k2.6-gpu", "--rate", "1", "--requests", "10", *flags, rc=2), field,
                     "scenario")
 

@@ -52,7 +52,7 @@ def test_no_engine_fuses_unless_the_deployment_says_so():
 
 
 def test_the_moe_gemm1_fusion_exists_only_on_chips_with_trtllm_gen_kernels():
-    with pytest.raises(tokensim.TokensimError, match="fusions: moe_gemm1"):
+    with pytest.raises(tokensim.TokensimError, match="fusions = 'moe_gemm1'"):
         launch_total_s("gpt-oss-120b", "h200", tp=8, fusions=("moe_gemm1",))
 
 
@@ -116,5 +116,8 @@ def test_the_cli_and_scenario_files_take_fusions():
     assert parse_fusions("moe_gemm1, allreduce_norm") == ("moe_gemm1", "allreduce_norm")
     with pytest.raises(tokensim.TokensimError, match="--fusions"):
         parse_fusions("allreduce")
+    with pytest.raises(tokensim.TokensimError, match="none alone"):
+        parse_fusions("none,allreduce_norm")
+    assert Deployment(fusions=()) == Deployment()          # no fusion, however it is said
     assert DeploymentTable(fusions=["allreduce_norm"]).deployment_fields()["fusions"] == ("allreduce_norm",)
     assert "fusions" not in DeploymentTable().deployment_fields()

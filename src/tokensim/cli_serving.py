@@ -33,7 +33,7 @@ def parse_fusions(text: str | None) -> tuple[str, ...] | None:
         return ()
     for name in names:
         if name not in FUSIONS:
-            raise bad_value("--fusions", name, f"a comma-separated list of {', '.join(FUSIONS)}, or none")
+            raise bad_value("--fusions", text, f"a comma-separated list of {', '.join(FUSIONS)}, or none alone")
     return names
 
 
@@ -52,23 +52,29 @@ def _rates(text: str | None) -> list[float]:
     return out
 
 
-def _refuse_ignored_flags(scenario: str | None, trace_folder, model: str, hardware: str, chips, tp, pp, ep: int,
-                          attn_dp: int, weights, kv: str, engine: str, engine_version, fusions) -> None:
-    """simulate: a layout flag beside a scenario, or beside a trace folder whose meta.json states the deployment, is
-    an error naming the flag (the deployment would not read it), not silently dropped."""
-    given = {"--hardware": hardware != "h100-sxm", "--chips": chips is not None, "--tp": tp is not None,
-             "--pp": pp is not None, "--ep": ep != 1, "--attn-dp": attn_dp != 1, "--weights": weights is not None,
-             "--kv": kv != "bf16", "--engine": engine != "vllm", "--engine-version": engine_version is not None,
-             "--fusions": fusions is not None}
-    states = "the scenario" if scenario else "the trace folder's meta.json" if (
-        trace_folder is not None and trace_folder.hardware is not None) else None
-    if states is not None:
-        for flag, on in given.items():
-            if on:      # a flag the deployment would not read: refuse it rather than ignore it
-                raise bad_value(flag, "given", f"no {flag} with a scenario or a trace folder that states its "
-                                               f"deployment ({states} sets it; edit it there)")
-        if scenario and model != "llama-3.1-8b":
-            raise bad_value("--model", model, "no --model with a scenario (the scenario names its model)")
+# simulate's deployment flags, by parameter name, and how a user writes them
+LAYOUT_FLAGS = {"model": "--model", "hardware": "--hardware", "chips": "--chips", "tp": "--tp", "pp": "--pp", "ep": "--ep",
+                "attn_dp": "--attn-dp", "weights": "--weights", "kv": "--kv", "engine": "--engine",
+                "engine_version": "--engine-version", "fusions": "--fusions"}
+
+
+def _refuse_ignored_flags(ctx: typer.Context, scenario: str | None, trace_folder) -> None:
+    """simulate: a deployment flag given beside a scenario, or beside a trace folder whose meta.json states the
+    deployment, is an error naming the flag and its value (the deployment would not read it), not silently dropped.
+    A flag counts as given when it is on the command line, whatever its value."""
+    folder_states = trace_folder is not None and trace_folder.hardware is not None
+    if not scenario and not folder_states:
+        return
+    for name, flag in LAYOUT_FLAGS.items():
+        if name == "model" and not scenario:
+            continue                    # a trace folder needs --model: meta.json names it only in words
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name == "COMMANDLINE":     # typer bundles its own click: match by name
+            where = ("the scenario states the deployment: edit its [deployment] or [model]/[hardware]" if scenario else
+                     "the trace folder's meta.json states the layout, engine and GPU, and the rest is the engine's "
+                     "default")
+            raise bad_value(flag, ctx.params[name], f"no {flag} beside {'a scenario' if scenario else 'a trace folder'} "
+                                                    f"({where})")
 
 
 def _engine_from_args(scenario: str | None, model: str, hardware: str, tp: int | None, pp: int | None, chips: int | None,
@@ -170,6 +176,7 @@ def register(app: typer.Typer, out, note) -> None:
 
     @app.command()
     def simulate(
+        ctx: typer.Context,
         scenario: str | None = typer.Argument(None, help="a scenario name or file (else --model/--hardware and layout flags)"),
         model: str = typer.Option("llama-3.1-8b", "--model", "-m", help="catalog name or config.json path"),
         hardware: str = typer.Option("h100-sxm", "--hardware", "-H", help="catalog name or hardware file"),
@@ -248,8 +255,7 @@ def register(app: typer.Typer, out, note) -> None:
             from tokensim.endpoints.workload import load_dataset
             load_dataset(dataset)           # a bad file is one line here, not in a worker
             data = Path(dataset)
-        _refuse_ignored_flags(scenario, folder, model, hardware, chips, tp, pp, ep, attn_dp, weights, kv, engine,
-                              engine_version, fusions)
+        _refuse_ignored_flags(ctx, scenario, folder)
         spec, name, family, engine_name = _engine_from_args(scenario, model, hardware, tp, pp, chips, ep, attn_dp,
                                                             weights, kv, engine, folder, p2p, engine_version,
                                                             parse_fusions(fusions))

@@ -106,7 +106,7 @@ class Deployment:
         if self.fusions is not None:
             require(isinstance(self.fusions, tuple) and all(isinstance(f, str) and f in FUSIONS for f in self.fusions),
                     "fusions", self.fusions, f"a tuple of kernel fusions from {', '.join(FUSIONS)}")
-            object.__setattr__(self, "fusions", tuple(sorted(set(self.fusions))))
+            object.__setattr__(self, "fusions", tuple(sorted(set(self.fusions))) or None)   # () and None: no fusion
 
     @property
     def chips(self) -> int:

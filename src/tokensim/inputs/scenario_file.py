@@ -16,6 +16,7 @@ from pydantic import BeforeValidator, Field, create_model, model_validator
 from tokensim.deploy.deployment import SpecDecode
 from tokensim.inputs.base import MISSING, Count, InputModel, Name, Number, Text, field_error
 from tokensim.perf.constants import Constants
+from tokensim.perf.engines import FUSIONS
 
 MAX_CHIPS = 1_000_000
 MAX_LAYERS = 1_000                     # the config reader's bound on a model's layers
@@ -44,6 +45,7 @@ ConstantValue = Annotated[float, Number("the unit of data/constants.toml: a frac
 Precision = Annotated[str, Field(min_length=1, max_length=40, description="a precision name such as bf16, fp8, int4")]
 Engine = Annotated[str, Field(min_length=1, max_length=40, description="an engine name, such as default")]
 EngineVersion = Annotated[str, Field(min_length=1, max_length=40, description="an engine release, such as 0.6.1")]
+FusionName = Literal[tuple(FUSIONS)]  # type: ignore[valid-type]  # the names perf.engines.FUSIONS prices
 LayerRange = Annotated[str, Field(max_length=40, description='a layer range like "0-3" or a single layer "4"')]
 
 
@@ -67,7 +69,7 @@ class DeploymentTable(InputModel):
     engine_version: EngineVersion | None = None
     micro_batches: MicroBatches | None = None
     overlap_comm: bool | None = None
-    fusions: Annotated[list[Literal["allreduce_norm", "moe_gemm1"]], Field(
+    fusions: Annotated[list[FusionName], Field(  # type: ignore[valid-type]
         max_length=2, description="kernel fusions the engine launch runs (allreduce_norm, moe_gemm1); "
                                   "left out or []: none")] | None = None
     redundant_experts: ExtraExperts | None = None

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from tokensim.deploy.deployment import Deployment
-from tokensim.errors import TokensimError
+from tokensim.errors import TokensimError, bad_value
 from tokensim.perf.constants import Constants
 from tokensim.perf.engines import release_traits
 from tokensim.specs.hardware.spec import FALLBACK, HardwareSpec, Link
@@ -159,6 +159,6 @@ def step_fusions(hw: HardwareSpec, dep: Deployment) -> frozenset:
     fusion only on the chips whose kernels have it (asking for it on others is an error)."""
     fused = frozenset(dep.fusions or ())
     if "moe_gemm1" in fused and hw.family not in MOE_GEMM1_FAMILIES:
-        raise TokensimError(f"fusions: moe_gemm1 runs on trtllm-gen MoE kernels, built for "
-                            f"{', '.join(MOE_GEMM1_FAMILIES)} chips; {hw.name} is {hw.family}")
+        raise bad_value("fusions", "moe_gemm1", f"fusions that {hw.name} ({hw.family}) runs: moe_gemm1 is trtllm-gen's "
+                                                f"MoE kernels, built for {', '.join(MOE_GEMM1_FAMILIES)} chips only")
     return fused

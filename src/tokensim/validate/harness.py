@@ -95,7 +95,8 @@ AICONFIGURATOR = "aiconfigurator"
 SIMULATE_INFERENCEX_CLIENT = False
 
 # Off in validation and in the fit: the kernel fusions of InferenceX's launches (harness.toml [[fusions]], `launch_fusions`).
-# Refitted with them and with TensorRT-LLM's all-reduce + RMSNorm fusion on every TensorRT-LLM run at TP > 1
+# Switching this on applies those alone. Refitted with them and, beside them, TensorRT-LLM's all-reduce + RMSNorm fusion
+# on every TensorRT-LLM run at TP > 1 (then an engine default in data/engines/trtllm.toml, removed after this refit)
 # (2026-12-07, stop 54), against a refit without them on the same footing (stop 53's, drain weights): simulated TPOT
 # leaving each pair out 10.4 -> 11.2 %, simulated TTFT 30.7 -> 31.3 %, steady TPOT 10.7 -> 11.3 %, published rows
 # leaving each source out 14.3 -> 15.6 %. B200 SGLang's DeepSeek runs went too fast (9.7 -> 11.3 %) and the shared

@@ -52,10 +52,9 @@ def _rates(text: str | None) -> list[float]:
     return out
 
 
-# simulate's deployment flags, by parameter name, and how a user writes them
-LAYOUT_FLAGS = {"model": "--model", "hardware": "--hardware", "chips": "--chips", "tp": "--tp", "pp": "--pp", "ep": "--ep",
-                "attn_dp": "--attn-dp", "weights": "--weights", "kv": "--kv", "engine": "--engine",
-                "engine_version": "--engine-version", "fusions": "--fusions"}
+# simulate's deployment parameters (a scenario or a trace folder's meta.json states them instead)
+LAYOUT_PARAMS = ("model", "hardware", "chips", "tp", "pp", "ep", "attn_dp", "weights", "kv", "engine", "engine_version",
+                 "fusions")
 
 
 def _refuse_ignored_flags(ctx: typer.Context, scenario: str | None, trace_folder) -> None:
@@ -65,11 +64,13 @@ def _refuse_ignored_flags(ctx: typer.Context, scenario: str | None, trace_folder
     folder_states = trace_folder is not None and trace_folder.hardware is not None
     if not scenario and not folder_states:
         return
-    for name, flag in LAYOUT_FLAGS.items():
+    flags = {p.name: p.opts[0] for p in ctx.command.params}         # "attn_dp" -> "--attn-dp", as the user wrote it
+    for name in LAYOUT_PARAMS:
         if name == "model" and not scenario:
             continue                    # a trace folder needs --model: meta.json names it only in words
         source = ctx.get_parameter_source(name)
         if source is not None and source.name == "COMMANDLINE":     # typer bundles its own click: match by name
+            flag = flags[name]
             where = ("the scenario states the deployment: edit its [deployment] or [model]/[hardware]" if scenario else
                      "the trace folder's meta.json states the layout, engine and GPU, and the rest is the engine's "
                      "default")

@@ -70,7 +70,7 @@ class DeploymentTable(InputModel):
     micro_batches: MicroBatches | None = None
     overlap_comm: bool | None = None
     fusions: Annotated[list[FusionName], Field(  # type: ignore[valid-type]
-        max_length=2, description="kernel fusions the engine launch runs (allreduce_norm, moe_gemm1); "
+        max_length=len(FUSIONS), description="kernel fusions the engine launch runs (allreduce_norm, moe_gemm1); "
                                   "left out or []: none")] | None = None
     redundant_experts: ExtraExperts | None = None
     stage_layers: Annotated[list[StageLayers], Field(min_length=1, max_length=MAX_LAYERS,

@@ -108,8 +108,8 @@ def test_every_fusions_entry_cites_its_script_and_names_known_fusions():
 
 
 def test_the_cli_and_scenario_files_take_fusions():
-    from tokensim.cli_serving import parse_fusions
     from tokensim.inputs.scenario_file import DeploymentTable
+    from tokensim.perf.engines import parse_fusions
 
     assert parse_fusions(None) is None
     assert parse_fusions("none") == ()

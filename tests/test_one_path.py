@@ -58,3 +58,29 @@ def test_results_convert_to_pandas():
     assert frame["tokens_per_s_per_user"].iloc[0] == p.tokens_per_s_per_user
     ops = p.to_pandas(breakdown=True)
     assert len(ops) == len(p.breakdown) + len(p.prefill_breakdown)          # decode ops, then prefill ops
+
+
+def test_fusions_and_engine_release_take_the_same_path(tmp_path):
+    """A fused launch on a named release: predict, a scenario file, compare's setup and the planner give one answer,
+    and it is not the unfused one (gpt-oss-120b at TP 8 saves 36 + 2 x 36 launches a step, tests/test_fusions.py)."""
+    kw = dict(chips=8, batch=16, input_tokens=2048, output_tokens=256, engine="trtllm", engine_version="1.1.0")
+    p = tokensim.predict("gpt-oss-120b", "b200", fusions=("allreduce_norm", "moe_gemm1"), **kw)
+    plain = tokensim.predict("gpt-oss-120b", "b200", **kw)
+    assert p.tokens_per_s_per_user > plain.tokens_per_s_per_user
+    path = tmp_path / "fused.toml"
+    path.write_text('name = "fused"\nmodel = "gpt-oss-120b"\nhardware = "b200"\n[deployment]\nchips = 8\nbatch = 16\n'
+                    'input_tokens = 2048\noutput_tokens = 256\nengine = "trtllm"\nengine_version = "1.1.0"\n'
+                    'fusions = ["moe_gemm1", "allreduce_norm"]\n')
+    scenario = run_scenario(load_scenario(path))
+    setup = parse_setup("gpt-oss-120b@b200:chips=8,batch=16,input_tokens=2048,output_tokens=256,engine=trtllm,"
+                        "engine_version=1.1.0,fusions=allreduce_norm+moe_gemm1")
+    compared = predict_deployment(setup.model, setup.hardware, setup.deployment)
+    assert scenario.deployment == p.deployment == setup.deployment
+    assert scenario.tokens_per_s_per_user == compared.tokens_per_s_per_user == p.tokens_per_s_per_user
+    d = p.deployment
+    g = Group(d.pp, d.weights, d.expert_weights, d.kv, tp=np.array([d.tp]), ep=np.array([d.ep]), dp=np.array([d.dp]),
+              attn_dp=np.array([d.attn_dp]), batch=np.array([d.batch]), spec_on=np.array([False]))
+    planned = evaluate_group(setup.model, setup.hardware, g, 2048, 256, None, "trtllm", engine_version="1.1.0",
+                             fusions=d.fusions)
+    assert planned["tokens_per_s_per_user"][0] == pytest.approx(p.tokens_per_s_per_user, rel=1e-12)
+    assert planned["ttft_s"][0] == pytest.approx(p.ttft_s, rel=1e-12)

@@ -15,7 +15,7 @@ from tokensim.perf.energy import energy
 from tokensim.plan.compare import Setup, parse_setup, waterfall
 from tokensim.plan.pareto import pareto_front
 from tokensim.plan.search import PlanRequest, plan
-from tokensim.prediction.predictor import predict_deployment
+from tokensim.prediction.predictor import batch_prefill_s, predict_deployment
 
 
 def brute_front(x, y):
@@ -100,6 +100,44 @@ def test_waterfall_for_predict_style_arguments():
     bandwidth = next(f for f in factors if f.name == "memory bandwidth")
     # 3.35 -> 8 TB/s: the memory-bound part of the step speeds up 2.39x, launch and sync floors do not
     assert 1.2 < bandwidth.ratio < 8.0 / 3.35
+
+
+def test_waterfall_names_the_engine_and_its_fusions():
+    """Two setups that differ only in the launch's fusions: every factor but one is exactly 1, and that one is the
+    ratio of the two predictions (before, the swap hid inside 'sequence lengths', the last step)."""
+    a = parse_setup("gpt-oss-120b@b200:tp=8,batch=8,engine=trtllm")
+    b = parse_setup("gpt-oss-120b@b200:tp=8,batch=8,engine=trtllm,fusions=allreduce_norm+moe_gemm1")
+    assert b.deployment.fusions == ("allreduce_norm", "moe_gemm1")
+    factors, speed_a, speed_b, total = waterfall(a, b)
+    fused = next(f for f in factors if f.name == "engine and kernel fusions")
+    assert fused.ratio == pytest.approx(speed_b / speed_a, rel=1e-12) and fused.ratio > 1.0
+    assert all(f.ratio == 1.0 for f in factors if f is not fused)
+    assert "fused allreduce_norm+moe_gemm1" in fused.detail
+    with pytest.raises(tokensim.TokensimError, match="compare: fusions"):
+        parse_setup("gpt-oss-120b@b200:tp=8,fusions=allreduce")
+
+
+def test_plan_applies_fusions_on_each_chip_that_has_their_kernels():
+    """moe_gemm1 is trtllm-gen's Blackwell kernels: a plan over B200 and H100 runs it on the B200 only, and says so
+    in each row; the B200 rows equal predict with the same fusions (rows with TP 1 run no all-reduce to fuse)."""
+    m = tokensim.load_model("gpt-oss-120b")
+    b200, h100 = tokensim.load_hardware("b200"), tokensim.load_hardware("h100-sxm")
+    req = PlanRequest(m, (b200, h100), max_chips=4, batches=(8,), speculative=False, disaggregation=False,
+                      engine="trtllm", fusions=("allreduce_norm", "moe_gemm1"))
+    r = plan(req)
+    by_chip = {hw: set(r.points["fusions"][r.points["hardware"] == hw]) for hw in ("b200", "h100-sxm")}
+    assert by_chip == {"b200": {"allreduce_norm,moe_gemm1"}, "h100-sxm": {"allreduce_norm"}}
+    i = next(i for i in range(r.evaluated) if r.points["hardware"][i] == "b200" and r.points["tp"][i] == 4
+             and r.points["pp"][i] == 1 and r.points["ep"][i] == 1 and r.points["dp"][i] == 1
+             and r.points["weights"][i] == "checkpoint" and r.points["kv"][i] == "bf16")
+    dep = Deployment(tp=4, batch=8, engine="trtllm", fusions=("allreduce_norm", "moe_gemm1"))
+    fused, plain = predict_deployment(m, b200, dep), predict_deployment(m, b200, Deployment(tp=4, batch=8, engine="trtllm"))
+    # aggregated serving: 8 sequences x 256 tokens over the decode steps plus one prefill of every prompt
+    by_hand = 8 * 256 / (256 * fused.time_per_output_token_s + batch_prefill_s(m, b200, dep))
+    assert r.points["throughput_tokens_per_s"][i] == pytest.approx(by_hand, rel=1e-12)
+    assert fused.tokens_per_s_per_user > plain.tokens_per_s_per_user
+    with pytest.raises(tokensim.TokensimError, match="engine_version"):
+        PlanRequest(m, (b200,), engine_version="latest")
 
 
 def test_usd_per_mtok_and_tokens_per_joule_by_hand():

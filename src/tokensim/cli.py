@@ -13,11 +13,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tokensim.cli_serving import FUSIONS_HELP, P2P_HELP, parse_fusions
+from tokensim.cli_serving import FUSIONS_HELP, P2P_HELP
 from tokensim.errors import bad_value
 from tokensim.output.failures import OneLineErrors
 from tokensim.output.files import check_target
 from tokensim.output.json_out import emit_json
+from tokensim.perf.engines import parse_fusions
 
 out = Console(width=None if sys.stdout.isatty() else 150)
 note = Console(stderr=True, width=None if sys.stderr.isatty() else 150)   # what was written where, beside --json
@@ -295,6 +296,9 @@ def plan(
     old_output: int | None = typer.Option(None, "--output", hidden=True),
     objective: Objective = typer.Option(Objective.cost, case_sensitive=False, help="what the best deployment maximizes"),
     engine: Engine = typer.Option("default", case_sensitive=False, metavar=ENGINE_METAVAR, help=ENGINE_HELP),
+    engine_version: str | None = typer.Option(None, "--engine-version",
+                                              help="the engine's release, e.g. 0.6.1: its kernels' traits (data/engines)"),
+    fusions: str | None = typer.Option(None, "--fusions", help=FUSIONS_HELP + "; each chip runs those it has kernels for"),
     p2p: bool | None = typer.Option(None, "--p2p/--no-p2p", help=P2P_HELP + " (applied to every --hardware with a "
                                     "PCIe link)"),
     csv_path: str | None = typer.Option(None, "--csv", help="write every evaluated deployment to this CSV"),
@@ -321,14 +325,15 @@ def plan(
         return capacity_command(out, model, chips, rate, slo_ttft, slo_tpot, max_chips,
                                 renamed(input_tokens, old_input, "--input-tokens", "--input", 1024),
                                 renamed(output_tokens, old_output, "--output-tokens", "--output", 256),
-                                "vllm" if str(engine) == "default" else str(engine), json_out)
+                                "vllm" if str(engine) == "default" else str(engine), json_out, parse_fusions(fusions))
     csv_target = check_target(csv_path, "--csv") if csv_path else None
     plot_target = check_target(plot, "--plot") if plot else None
     req = PlanRequest(load_model(model), chips, max_chips=max_chips,
                       min_tps_user=min_tps_user, max_ttft_s=max_ttft,
                       input_tokens=renamed(input_tokens, old_input, "--input-tokens", "--input", 1024),
                       output_tokens=renamed(output_tokens, old_output, "--output-tokens", "--output", 256),
-                      objective=str(objective), engine=str(engine))
+                      objective=str(objective), engine=str(engine), engine_version=engine_version,
+                      fusions=parse_fusions(fusions))
     n = sum(len(candidate_groups(req, h)) for h in req.hardware)
     with progress_bar("planning", n, enabled=not json_out) as tick:
         result = run_plan(req, progress=tick)

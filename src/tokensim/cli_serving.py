@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from tokensim.errors import TokensimError, bad_value
+from tokensim.perf.engines import parse_fusions
 
 if TYPE_CHECKING:
     from tokensim.specs.hardware.spec import HardwareSpec
@@ -20,21 +21,6 @@ P2P_HELP = ("GPU peer-to-peer on (--p2p) or off (--no-p2p) on the chip's PCIe li
 FUSIONS_HELP = ("kernel fusions the engine launch runs, comma-separated: allreduce_norm (all-reduce + residual + RMSNorm "
                 "in one kernel), moe_gemm1 (trtllm-gen MoE, Blackwell); default: none beyond what the fitted kernel "
                 "gap absorbs (docs/model.md 1.4)")
-
-
-def parse_fusions(text: str | None) -> tuple[str, ...] | None:
-    """--fusions: None (not given), 'none' (no fusion) or a comma-separated list of FUSIONS names."""
-    from tokensim.perf.engines import FUSIONS
-
-    if text is None:
-        return None
-    names = tuple(p.strip() for p in text.split(",") if p.strip())
-    if names == ("none",):
-        return ()
-    for name in names:
-        if name not in FUSIONS:
-            raise bad_value("--fusions", text, f"a comma-separated list of {', '.join(FUSIONS)}, or none alone")
-    return names
 
 
 def _rates(text: str | None) -> list[float]:
@@ -622,7 +608,8 @@ def register_calibrate(app: typer.Typer, out, note) -> None:
 
 
 def capacity_command(out, model: str, hardware: tuple[HardwareSpec, ...], rate: float, slo_ttft: float, slo_tpot: float,
-                     max_chips: int, input_tokens: int, output_tokens: int, engine: str, json_out: bool) -> None:
+                     max_chips: int, input_tokens: int, output_tokens: int, engine: str, json_out: bool,
+                     fusions: tuple[str, ...] | None = None) -> None:
     """`tokensim plan --rate`: the cheapest deployments that serve `rate` within the objectives."""
     from rich.table import Table
 
@@ -633,7 +620,7 @@ def capacity_command(out, model: str, hardware: tuple[HardwareSpec, ...], rate: 
 
     req = CapacityRequest(load_model(model), hardware, rate_per_s=rate,
                           slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot, input_tokens=input_tokens,
-                          output_tokens=output_tokens, engine=engine, max_chips_per_replica=max_chips)
+                          output_tokens=output_tokens, engine=engine, max_chips_per_replica=max_chips, fusions=fusions)
     with progress_bar("simulating candidates", req.candidates, enabled=not json_out) as tick:
         best, checked = capacity_plan(req, progress=tick)
     if json_out:
@@ -644,7 +631,8 @@ def capacity_command(out, model: str, hardware: tuple[HardwareSpec, ...], rate: 
         t.add_column(col)
     for c in checked:
         d = c.deployment
-        t.add_row(c.hardware, f"tp {d.tp} pp {d.pp} ep {d.ep}, batch {d.batch}, {d.weights or 'checkpoint'}/{d.kv}",
+        fused = f", fused {'+'.join(d.fusions)}" if d.fusions else ""
+        t.add_row(c.hardware, f"tp {d.tp} pp {d.pp} ep {d.ep}, batch {d.batch}, {d.weights or 'checkpoint'}/{d.kv}{fused}",
                   str(c.replicas), str(c.chips), f"{c.usd_per_hour:.2f}" if c.usd_per_hour is not None else "-",
                   f"{c.simulated['ttft_p99_s']:.3g} s" if c.simulated.get("ttft_p99_s") is not None else "-",
                   f"{c.simulated['tpot_mean_s'] * 1e3:.1f} ms" if c.simulated.get("tpot_mean_s") is not None else "-",

@@ -11,8 +11,8 @@ from rich.table import Table
 from tokensim.output.files import atomic_open
 from tokensim.plan.search import PlanRequest, PlanResult
 
-CSV_COLUMNS = ("hardware", "chips", "tp", "pp", "ep", "attn_dp", "dp", "batch", "weights", "kv", "spec_on", "disaggregated",
-               "prefill_chips", "fits", "tokens_per_s_per_user", "time_per_output_token_s", "ttft_s",
+CSV_COLUMNS = ("hardware", "chips", "tp", "pp", "ep", "attn_dp", "dp", "batch", "weights", "kv", "fusions", "spec_on",
+               "disaggregated", "prefill_chips", "fits", "tokens_per_s_per_user", "time_per_output_token_s", "ttft_s",
                "throughput_tokens_per_s", "throughput_tokens_per_s_per_chip", "memory_per_chip_bytes", "power_w",
                "tokens_per_joule", "usd_per_million_tokens")
 
@@ -61,6 +61,9 @@ def print_plan(r: PlanResult, req: PlanRequest, console: Console) -> None:
                   str(d["batch"]), f"{d['weights']}/{d['kv']}", "yes" if d["speculative"] else "no",
                   f"+{d['prefill_chips']}" if d["disaggregated"] else "no")
     console.print(t)
+    if req.fusions:
+        fused = sorted({r.point(i)["deployment"]["fusions"] for i in sorted_front(r)})
+        console.print(f"kernel fusions, as asked, on each chip that runs them: {'; '.join(fused)}", highlight=False)
     if r.best not in set(r.front.tolist()):
         p = r.point(r.best)
         console.print(f"best for {req.objective}: {p}")

@@ -162,3 +162,11 @@ def step_fusions(hw: HardwareSpec, dep: Deployment) -> frozenset:
         raise bad_value("fusions", "moe_gemm1", f"fusions that {hw.name} ({hw.family}) runs: moe_gemm1 is trtllm-gen's "
                                                 f"MoE kernels, built for {', '.join(MOE_GEMM1_FAMILIES)} chips only")
     return fused
+
+
+def fusions_on(hw: HardwareSpec, fusions: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """The part of `fusions` that `hw`'s kernels run (moe_gemm1 only on MOE_GEMM1_FAMILIES chips): a search over
+    several chips applies one list to each chip as far as the chip has its kernels, where `step_fusions` refuses."""
+    if not fusions:
+        return fusions
+    return tuple(f for f in fusions if f != "moe_gemm1" or hw.family in MOE_GEMM1_FAMILIES)

@@ -43,6 +43,21 @@ FUSIONS = {
 }
 
 
+def parse_fusions(text: str | None, field: str = "--fusions", sep: str = ",") -> tuple[str, ...] | None:
+    """A list of FUSIONS names as a user writes it: None (not given), 'none' (no fusion) or names joined by `sep`."""
+    from tokensim.errors import bad_value
+
+    if text is None:
+        return None
+    names = tuple(p.strip() for p in text.split(sep) if p.strip())
+    if names == ("none",):
+        return ()
+    for name in names:
+        if name not in FUSIONS:
+            raise bad_value(field, text, f"names from {', '.join(FUSIONS)} joined by {sep!r}, or none alone")
+    return names
+
+
 @dataclass(frozen=True)
 class EngineProfile:
     name: str

@@ -18,6 +18,7 @@ import numpy as np
 
 from tokensim.deploy.deployment import Deployment
 from tokensim.errors import TokensimError, bad_value
+from tokensim.perf.context import fusions_on
 from tokensim.plan.search import PlanRequest, plan
 from tokensim.prediction.serving import LoadSpec, default_scheduler, engine_for, simulate_serving
 from tokensim.specs.hardware.spec import HardwareSpec
@@ -39,6 +40,7 @@ class CapacityRequest:
     input_tokens: int = 1024
     output_tokens: int = 256
     engine: str = "vllm"
+    fusions: tuple[str, ...] | None = None   # kernel fusions the launch runs, on each chip as far as it has them
     max_chips_per_replica: int = 64
     candidates: int = 4                # how many screened candidates the simulator checks
     requests: int = SIMULATED_REQUESTS
@@ -66,7 +68,8 @@ class Candidate:
         d = self.deployment
         return {"hardware": self.hardware, "replicas": self.replicas, "chips": self.chips, "usd_per_hour": self.usd_per_hour,
                 "replica": {"tp": d.tp, "pp": d.pp, "ep": d.ep, "attn_dp": d.attn_dp, "batch": d.batch,
-                            "weights": d.weights or "checkpoint", "kv": d.kv, "engine": d.engine},
+                            "weights": d.weights or "checkpoint", "kv": d.kv, "engine": d.engine,
+                            "fusions": list(d.fusions or ())},
                 "static_tpot_s": self.static_tpot_s, "static_ttft_s": self.static_ttft_s, **self.simulated}
 
 
@@ -74,7 +77,8 @@ def screen(req: CapacityRequest) -> list[Candidate]:
     """Every replica layout that could meet the objectives, with the replicas the rate needs, cheapest first; a
     rate that needs more than MAX_REPLICAS of every such layout is refused (the simulator would build that fleet)."""
     preq = PlanRequest(req.model, req.hardware, max_chips=req.max_chips_per_replica, input_tokens=req.input_tokens,
-                       output_tokens=req.output_tokens, engine=req.engine, speculative=False, disaggregation=False)
+                       output_tokens=req.output_tokens, engine=req.engine, speculative=False, disaggregation=False,
+                       fusions=req.fusions)
     result = plan(preq)
     p = result.points
     ok = (p["fits"] & (p["dp"] == 1) & (p["time_per_output_token_s"] <= req.slo_tpot_s) & (p["ttft_s"] <= req.slo_ttft_s))
@@ -94,7 +98,7 @@ def screen(req: CapacityRequest) -> list[Candidate]:
         dep = Deployment(tp=int(p["tp"][i]), pp=int(p["pp"][i]), ep=int(p["ep"][i]), attn_dp=int(p["attn_dp"][i]),
                          batch=int(p["batch"][i]), weights=None if weights == "checkpoint" else weights, kv=str(p["kv"][i]),
                          input_tokens=req.input_tokens, output_tokens=req.output_tokens, engine=req.engine,
-                         overlap_comm=int(p["ep"][i]) > 1)
+                         overlap_comm=int(p["ep"][i]) > 1, fusions=fusions_on(hw, req.fusions))
         key = (hw.name, dep, replicas)
         if key in seen:
             continue

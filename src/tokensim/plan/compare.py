@@ -3,7 +3,8 @@
 Starting from A, B's settings are swapped in one factor at a time, in this order: bytes touched per
 token (the model), precision, memory bandwidth, compute peak, communication (links), latency floors
 and achieved efficiencies (the hardware family's empirical constants), parallelism and pipeline depth,
-batch, speculative decoding, sequence lengths. Each factor's contribution is the ratio of tokens/s per
+engine and kernel fusions (the engine's constants, its release's traits, the fusions the launch runs), batch,
+speculative decoding, sequence lengths. Each factor's contribution is the ratio of tokens/s per
 user after and before its swap, so the contributions multiply exactly to the total ratio B / A.
 Intermediate steps are hypothetical machines (A's chip with B's bandwidth, ...) and skip the memory-fit
 check, since only the last step has to exist.
@@ -70,10 +71,16 @@ def waterfall(a: Setup, b: Setup) -> tuple[list[Factor], float, float, float]:
         steps.append((name, model, h, dep, detail))
     hw = b.hardware
     dep = replace(dep, tp=db.tp, pp=db.pp, ep=db.ep, attn_dp=db.attn_dp, dp=db.dp, stage_layers=db.stage_layers,
-                  redundant_experts=db.redundant_experts, overlap_comm=db.overlap_comm, micro_batches=db.micro_batches,
-                  engine=db.engine)
+                  redundant_experts=db.redundant_experts, overlap_comm=db.overlap_comm, micro_batches=db.micro_batches)
     steps.append(("parallelism and pipeline depth", model, hw, dep,
                   f"tp {da.tp} pp {da.pp} ep {da.ep} -> tp {db.tp} pp {db.pp} ep {db.ep}"))
+    dep = replace(dep, engine=db.engine, engine_version=db.engine_version, fusions=db.fusions)
+
+    def engine(d: Deployment) -> str:
+        return (f"{d.engine}{' ' + d.engine_version if d.engine_version else ''}"
+                f" ({'fused ' + '+'.join(d.fusions) if d.fusions else 'no fusions'})")
+
+    steps.append(("engine and kernel fusions", model, hw, dep, f"{engine(da)} -> {engine(db)}"))
     dep = replace(dep, batch=db.batch)
     steps.append(("batch", model, hw, dep, f"{da.batch} -> {db.batch}"))
     dep = replace(dep, spec=db.spec)
@@ -101,10 +108,12 @@ def waterfall(a: Setup, b: Setup) -> tuple[list[Factor], float, float, float]:
 
 def parse_setup(text: str) -> Setup:
     """A scenario name or path, or `model@hardware[:key=value,...]` with predict's options
-    (tp, pp, ep, dp, attn_dp, batch, input_tokens, output_tokens, weights, expert_weights, kv, compute, engine)."""
+    (tp, pp, ep, dp, attn_dp, batch, input_tokens, output_tokens, weights, expert_weights, kv, compute, engine,
+    engine_version, fusions: names joined by '+', e.g. fusions=allreduce_norm+moe_gemm1, or none)."""
     from pathlib import Path
 
     from tokensim.deploy.layout import resolve_layout
+    from tokensim.perf.engines import parse_fusions
     from tokensim.scenarios.scenario import find_scenario, load_scenario, shipped_scenarios
     from tokensim.specs.hardware.catalog import load_hardware
     from tokensim.specs.model.catalog import load_model
@@ -119,6 +128,7 @@ def parse_setup(text: str) -> Setup:
     model, hw = load_model(model_name), load_hardware(hw_name)
     kw: dict = {}
     ints = {"chips", "tp", "pp", "ep", "dp", "attn_dp", "batch", "input_tokens", "output_tokens"}
+    texts = {"weights", "expert_weights", "kv", "compute", "engine", "engine_version"}
     for item in filter(None, opts.split(",")):
         key, _, value = item.partition("=")
         key = key.strip()
@@ -127,10 +137,12 @@ def parse_setup(text: str) -> Setup:
                 kw[key] = int(value)
             except ValueError:
                 raise TokensimError(f"compare: {key} = {value!r}: expected an integer") from None
-        elif key in {"weights", "expert_weights", "kv", "compute", "engine"}:
+        elif key in texts:
             kw[key] = value.strip()
+        elif key == "fusions":
+            kw[key] = parse_fusions(value, field="compare: fusions", sep="+")
         else:
-            options = ", ".join(sorted(ints | {"weights", "expert_weights", "kv", "compute", "engine"}))
+            options = ", ".join(sorted(ints | texts | {"fusions"}))
             raise TokensimError(f"compare: option {key!r}: expected one of {options}")
     tp, pp, chips = kw.pop("tp", None), kw.pop("pp", None), kw.pop("chips", None)
     dep, _ = resolve_layout(model, hw, kw, chips=chips, tp=tp, pp=pp)

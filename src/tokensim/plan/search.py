@@ -16,6 +16,7 @@ import numpy as np
 from tokensim.deploy.deployment import Deployment, SpecDecode
 from tokensim.deploy.layout import valid_tp_degrees
 from tokensim.errors import TokensimError
+from tokensim.perf.context import fusions_on
 from tokensim.perf.memory import kv_bytes_per_token
 from tokensim.plan.pareto import pareto_front
 from tokensim.plan.vector import Group, evaluate_group
@@ -41,6 +42,11 @@ class PlanRequest:
     objective: str = "cost"          # cost | throughput | speed
     engine: str = "default"
     batches: tuple[int, ...] = POWERS
+    engine_version: str | None = None
+    fusions: tuple[str, ...] | None = None   # kernel fusions the launch runs, on each chip as far as it has them
+
+    def __post_init__(self) -> None:
+        Deployment(engine=self.engine, engine_version=self.engine_version, fusions=self.fusions)  # names the bad field
     speculative: bool = True
     disaggregation: bool = True
 
@@ -66,7 +72,8 @@ class PlanResult:
         return {"hardware": str(p["hardware"][i]), "tp": int(p["tp"][i]), "pp": int(p["pp"][i]), "ep": int(p["ep"][i]),
                 "attn_dp": int(p["attn_dp"][i]), "dp": int(p["dp"][i]), "batch": int(p["batch"][i]),
                 "weights": str(p["weights"][i]), "kv": str(p["kv"][i]), "speculative": bool(p["spec_on"][i]),
-                "disaggregated": bool(p["disaggregated"][i]), "prefill_chips": int(p["prefill_chips"][i])}
+                "disaggregated": bool(p["disaggregated"][i]), "prefill_chips": int(p["prefill_chips"][i]),
+                "fusions": str(p["fusions"][i])}
 
     def point(self, i: int) -> dict:
         usd = float(self.points["usd_per_million_tokens"][i])
@@ -144,8 +151,10 @@ def plan(req: PlanRequest, progress=None) -> PlanResult:
     spec = SpecDecode("eagle", 3, tuple(spec_d["eagle3_acceptance"][:3])) if req.speculative else None
     evaluated = 0
     for hw in req.hardware:
+        fusions = fusions_on(hw, req.fusions)
         for g in candidate_groups(req, hw):
-            r = evaluate_group(req.model, hw, g, req.input_tokens, req.output_tokens, spec, req.engine)
+            r = evaluate_group(req.model, hw, g, req.input_tokens, req.output_tokens, spec, req.engine,
+                               engine_version=req.engine_version, fusions=fusions)
             srv = _serving(req.model, hw, g, r, req)
             n = len(g.tp)
             for disagg in ((False, True) if req.disaggregation else (False,)):
@@ -175,7 +184,8 @@ def plan(req: PlanRequest, progress=None) -> PlanResult:
                 cols.setdefault("pp", []).append(np.full(n, g.pp))
                 cols.setdefault("prefill_chips", []).append(srv["prefill_chips"] if disagg else np.zeros(n))
                 cols.setdefault("disaggregated", []).append(np.full(n, disagg))
-                for key, text in (("hardware", hw.name), ("weights", g.weights or "checkpoint"), ("kv", g.kv)):
+                for key, text in (("hardware", hw.name), ("weights", g.weights or "checkpoint"), ("kv", g.kv),
+                                  ("fusions", ",".join(fusions or ()) or "none")):
                     cols.setdefault(key, []).append(np.full(n, text, dtype=object))
                 evaluated += n
             if progress:

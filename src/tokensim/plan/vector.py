@@ -39,6 +39,8 @@ class VecDeployment:
     input_tokens: int
     output_tokens: int
     engine: str = "default"
+    engine_version: str | None = None
+    fusions: tuple[str, ...] | None = None
     compute: str | None = None
     stage_layers: tuple[int, ...] | None = None
     micro_batches: int | None = None
@@ -86,17 +88,20 @@ class Group:
 
 def evaluate_group(model: ModelSpec, hw: HardwareSpec, g: Group, input_tokens: int, output_tokens: int,
                    spec: SpecDecode | None, engine: str = "default",
-                   constants: ConstantsTable | None = None) -> dict[str, np.ndarray]:
+                   constants: ConstantsTable | None = None, engine_version: str | None = None,
+                   fusions: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
     """Every number `predict` gives that the planner needs, for each candidate of the group: the decode cycle,
-    TTFT and batch prefill come from the same functions `predict_deployment` calls, on arrays."""
+    TTFT and batch prefill come from the same functions `predict_deployment` calls, on arrays. `engine_version` and
+    `fusions` as Deployment's (the release's traits, the kernel fusions the launch runs)."""
     n = len(g.tp)
     vec = VecDeployment(tp=g.tp, ep=g.ep, dp=g.dp, attn_dp=g.attn_dp, batch=g.batch, overlap_comm=g.ep > 1,
                         redundant_experts=np.zeros(n, dtype=int), pp=g.pp, weights=g.weights,
                         expert_weights=g.expert_weights, kv=g.kv, input_tokens=input_tokens,
-                        output_tokens=output_tokens, engine=engine)
+                        output_tokens=output_tokens, engine=engine, engine_version=engine_version, fusions=fusions)
     k = for_hardware(hw, engine, constants)
     scalar = Deployment(pp=g.pp, weights=g.weights, expert_weights=g.expert_weights, kv=g.kv, engine=engine,
-                        input_tokens=input_tokens, output_tokens=output_tokens)
+                        input_tokens=input_tokens, output_tokens=output_tokens, engine_version=engine_version,
+                        fusions=fusions)
     ctx = replace(make_context(model, hw, scalar, k), dep=vec)  # type: ignore[arg-type]  # arrays through the same formulas
     step = decode_step(ctx, spec, g.spec_on)
     tpot = step.tpot_s

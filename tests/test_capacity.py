@@ -57,3 +57,21 @@ def test_a_rate_beyond_the_largest_simulated_fleet_is_refused_before_simulating(
         capacity_plan(req)
     fewest = int(str(err.value).split("is ")[-1].split(" ")[0].replace(",", ""))
     assert fewest >= 1e8 > MAX_REPLICAS
+
+
+def test_screened_candidates_carry_the_release_and_each_chips_fusions():
+    """`plan --rate --fusions ... --engine-version ...`: every screened replica is the deployment the simulator then
+    serves, so it must hold the release and the fusions its chip runs (moe_gemm1 on the B200, not on the H100);
+    a bad release is refused when the request is built, naming the field."""
+    from tokensim.plan.capacity import screen
+    req = CapacityRequest(tokensim.load_model("gpt-oss-120b"),
+                          (tokensim.load_hardware("b200"), tokensim.load_hardware("h100-sxm")), rate_per_s=2.0,
+                          slo_ttft_s=2.0, slo_tpot_s=0.05, engine="trtllm", engine_version="1.1.0",
+                          fusions=("moe_gemm1", "allreduce_norm"), max_chips_per_replica=2)
+    assert req.fusions == ("allreduce_norm", "moe_gemm1")          # one spelling: sorted, as Deployment keeps it
+    found = {c.hardware: c.deployment for c in screen(req)}
+    assert set(found) == {"b200", "h100-sxm"}
+    assert found["b200"].fusions == ("allreduce_norm", "moe_gemm1") and found["h100-sxm"].fusions == ("allreduce_norm",)
+    assert all(d.engine_version == "1.1.0" for d in found.values())
+    with pytest.raises(TokensimError, match="engine_version"):
+        CapacityRequest(req.model, req.hardware, rate_per_s=1.0, slo_ttft_s=1.0, slo_tpot_s=0.05, engine_version="new")

@@ -74,6 +74,13 @@ def test_models_and_hardware_lists():
     (("predict", "--no-such-flag"), ["--no-such-flag"]),
     (("plan", "--model", "llama-3.1-8b", "-H", "h100-sxm", "--objective", "fastest"), ["--objective = 'fastest'", "throughput"]),
     (("plan", "--model", "llama-3.1-8b"), ["--hardware"]),
+    (("plan", "--model", "gpt-oss-120b", "-H", "b200", "--fusions", "allreduce"), ["--fusions = 'allreduce'"]),
+    (("plan", "--model", "gpt-oss-120b", "-H", "b200", "--fusions", ","), ["--fusions = ','"]),
+    (("plan", "--model", "gpt-oss-120b", "-H", "b200", "--engine-version", "latest"), ["engine_version = 'latest'"]),
+    (("plan", "--model", "gpt-oss-120b", "-H", "b200", "--rate", "5", "--engine-version", "latest"),
+     ["engine_version = 'latest'"]),
+    (("compare", "gpt-oss-120b@b200:engine_version=x", "gpt-oss-120b@b200"), ["compare: engine_version = 'x'"]),
+    (("compare", "gpt-oss-120b@b200:fusions=", "gpt-oss-120b@b200"), ["compare: fusions = ''"]),
     (("schema", "config"), ["'config'", "scenario, hardware, session"]),
     (("validate", "--runs", "runs.csv"), ["--runs = 'runs.csv'", "--serving"]),
     (("validate", "--serving", "--runs", "/no/such/folder/runs.csv"), ["--runs", "does not exist"]),
@@ -242,6 +249,16 @@ def test_serve_and_bench_still_build_a_scenarios_engine_without_layout_flags():
 
     spec, name = _engine_from_args("kimi-k2.6-cs3", "", "", None, None, None, 1, 1, None, "bf16", "vllm")[:2]
     assert spec is not None and name
+
+
+def test_plan_json_says_which_fusions_each_chip_ran():
+    """`plan --fusions` on a Blackwell and a Hopper chip: every front point lists the fusions its chip's kernels run
+    (moe_gemm1 is trtllm-gen's, Blackwell only), in one spelling."""
+    out = json.loads(cli("plan", "--model", "gpt-oss-120b", "-H", "b200", "-H", "h100-sxm", "--max-chips", "2",
+                         "--engine", "trtllm", "--engine-version", "1.1.0", "--fusions", "moe_gemm1,allreduce_norm",
+                         "--json").stdout)
+    ran = {(p["deployment"]["hardware"], tuple(p["deployment"]["fusions"])) for p in out["front"]}
+    assert ran and ran <= {("b200", ("allreduce_norm", "moe_gemm1")), ("h100-sxm", ("allreduce_norm",))}
 
 
 def test_p2p_flags_of_predict_simulate_and_plan():

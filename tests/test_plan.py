@@ -117,6 +117,17 @@ def test_waterfall_names_the_engine_and_its_fusions():
         parse_setup("gpt-oss-120b@b200:tp=8,fusions=allreduce")
 
 
+def test_waterfall_leaves_out_a_fusion_the_next_chip_has_no_kernels_for():
+    """A fused B200 launch against an H100: from the step that takes on B's chip family, A's moe_gemm1 has no kernels
+    to run, and that step's detail says it was left out (once); the factors still multiply to the total."""
+    a = parse_setup("gpt-oss-120b@b200:tp=8,engine=trtllm,fusions=moe_gemm1")
+    b = parse_setup("gpt-oss-120b@h100-sxm:tp=8,engine=trtllm")
+    factors, _, _, total = waterfall(a, b)
+    assert math.prod(f.ratio for f in factors) == pytest.approx(total, rel=1e-12)
+    noted = [f.name for f in factors if "moe_gemm1 left out" in f.detail]
+    assert noted == ["latency floors and efficiencies"]
+
+
 def test_plan_applies_fusions_on_each_chip_that_has_their_kernels():
     """moe_gemm1 is trtllm-gen's Blackwell kernels: a plan over B200 and H100 runs it on the B200 only, and says so
     in each row; the B200 rows equal predict with the same fusions (rows with TP 1 run no all-reduce to fuse)."""
@@ -126,7 +137,7 @@ def test_plan_applies_fusions_on_each_chip_that_has_their_kernels():
                       engine="trtllm", fusions=("allreduce_norm", "moe_gemm1"))
     r = plan(req)
     by_chip = {hw: set(r.points["fusions"][r.points["hardware"] == hw]) for hw in ("b200", "h100-sxm")}
-    assert by_chip == {"b200": {"allreduce_norm,moe_gemm1"}, "h100-sxm": {"allreduce_norm"}}
+    assert by_chip == {"b200": {"allreduce_norm+moe_gemm1"}, "h100-sxm": {"allreduce_norm"}}
     i = next(i for i in range(r.evaluated) if r.points["hardware"][i] == "b200" and r.points["tp"][i] == 4
              and r.points["pp"][i] == 1 and r.points["ep"][i] == 1 and r.points["dp"][i] == 1
              and r.points["weights"][i] == "checkpoint" and r.points["kv"][i] == "bf16")

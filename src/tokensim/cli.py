@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tokensim.cli_serving import FUSIONS_HELP, P2P_HELP
+from tokensim.cli_serving import ENGINE_VERSION_HELP, FUSIONS_HELP, P2P_HELP
 from tokensim.errors import bad_value
 from tokensim.output.failures import OneLineErrors
 from tokensim.output.files import check_target
@@ -192,7 +192,7 @@ def predict(
     kv: Precision = typer.Option("bf16", case_sensitive=False, help="KV-cache precision"),
     engine: Engine = typer.Option("default", case_sensitive=False, metavar=ENGINE_METAVAR, help=ENGINE_HELP),
     engine_version: str | None = typer.Option(None, "--engine-version",
-                                              help="the engine's release, e.g. 0.6.1: its kernels' traits (data/engines)"),
+                                              help=ENGINE_VERSION_HELP),
     fusions: str | None = typer.Option(None, "--fusions", help=FUSIONS_HELP),
     p2p: bool | None = typer.Option(None, "--p2p/--no-p2p", help=P2P_HELP),
     plot: str | None = typer.Option(None, "--plot", help="write the breakdown, roofline, speed-vs-batch (and, on wafers/LPUs, "
@@ -297,7 +297,7 @@ def plan(
     objective: Objective = typer.Option(Objective.cost, case_sensitive=False, help="what the best deployment maximizes"),
     engine: Engine = typer.Option("default", case_sensitive=False, metavar=ENGINE_METAVAR, help=ENGINE_HELP),
     engine_version: str | None = typer.Option(None, "--engine-version",
-                                              help="the engine's release, e.g. 0.6.1: its kernels' traits (data/engines)"),
+                                              help=ENGINE_VERSION_HELP),
     fusions: str | None = typer.Option(None, "--fusions", help=FUSIONS_HELP + "; each chip runs those it has kernels for"),
     p2p: bool | None = typer.Option(None, "--p2p/--no-p2p", help=P2P_HELP + " (applied to every --hardware with a "
                                     "PCIe link)"),
@@ -325,7 +325,8 @@ def plan(
         return capacity_command(out, model, chips, rate, slo_ttft, slo_tpot, max_chips,
                                 renamed(input_tokens, old_input, "--input-tokens", "--input", 1024),
                                 renamed(output_tokens, old_output, "--output-tokens", "--output", 256),
-                                "vllm" if str(engine) == "default" else str(engine), json_out, parse_fusions(fusions))
+                                "vllm" if str(engine) == "default" else str(engine), json_out, parse_fusions(fusions),
+                                engine_version)
     csv_target = check_target(csv_path, "--csv") if csv_path else None
     plot_target = check_target(plot, "--plot") if plot else None
     req = PlanRequest(load_model(model), chips, max_chips=max_chips,

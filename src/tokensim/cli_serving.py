@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 STAT_KEYS = ("mean", "p50", "p90", "p99")
 P2P_HELP = ("GPU peer-to-peer on (--p2p) or off (--no-p2p) on the chip's PCIe links, a property of the box (bare metal "
             "with the IOMMU off has it, most VMs and GeForce drivers do not); default: as the hardware file states")
+ENGINE_VERSION_HELP = "the engine's release, e.g. 0.6.1: its kernels' traits (data/engines)"
 FUSIONS_HELP = ("kernel fusions the engine launch runs, comma-separated: allreduce_norm (all-reduce + residual + RMSNorm "
                 "in one kernel), moe_gemm1 (trtllm-gen MoE, Blackwell); default: none beyond what the fitted kernel "
                 "gap absorbs (docs/model.md 1.4)")
@@ -176,7 +177,7 @@ def register(app: typer.Typer, out, note) -> None:
         kv: str = typer.Option("bf16", help="KV-cache precision"),
         engine: str = typer.Option("vllm", help="serving engine whose scheduler is simulated: vllm, sglang, trtllm"),
         engine_version: str | None = typer.Option(None, "--engine-version",
-                                                  help="the engine's release, e.g. 0.6.1: its kernels' traits and memory rules"),
+                                                  help=ENGINE_VERSION_HELP + " and memory rules"),
         fusions: str | None = typer.Option(None, "--fusions", help=FUSIONS_HELP),
         p2p: bool | None = typer.Option(None, "--p2p/--no-p2p", help=P2P_HELP),
         replicas: int = typer.Option(1, min=1, help="replicas behind a least-outstanding-requests router"),
@@ -609,7 +610,7 @@ def register_calibrate(app: typer.Typer, out, note) -> None:
 
 def capacity_command(out, model: str, hardware: tuple[HardwareSpec, ...], rate: float, slo_ttft: float, slo_tpot: float,
                      max_chips: int, input_tokens: int, output_tokens: int, engine: str, json_out: bool,
-                     fusions: tuple[str, ...] | None = None) -> None:
+                     fusions: tuple[str, ...] | None = None, engine_version: str | None = None) -> None:
     """`tokensim plan --rate`: the cheapest deployments that serve `rate` within the objectives."""
     from rich.table import Table
 
@@ -620,7 +621,8 @@ def capacity_command(out, model: str, hardware: tuple[HardwareSpec, ...], rate: 
 
     req = CapacityRequest(load_model(model), hardware, rate_per_s=rate,
                           slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot, input_tokens=input_tokens,
-                          output_tokens=output_tokens, engine=engine, max_chips_per_replica=max_chips, fusions=fusions)
+                          output_tokens=output_tokens, engine=engine, max_chips_per_replica=max_chips, fusions=fusions,
+                          engine_version=engine_version)
     with progress_bar("simulating candidates", req.candidates, enabled=not json_out) as tick:
         best, checked = capacity_plan(req, progress=tick)
     if json_out:

@@ -62,8 +62,10 @@ def print_plan(r: PlanResult, req: PlanRequest, console: Console) -> None:
                   f"+{d['prefill_chips']}" if d["disaggregated"] else "no")
     console.print(t)
     if req.fusions:
-        fused = sorted({r.point(i)["deployment"]["fusions"] for i in sorted_front(r)})
-        console.print(f"kernel fusions, as asked, on each chip that runs them: {'; '.join(fused)}", highlight=False)
+        from tokensim.perf.context import fusions_on
+        runs = "; ".join(f"{h.name}: {'+'.join(fusions_on(h, req.fusions) or ()) or 'none'}" for h in req.hardware)
+        console.print(f"kernel fusions each chip's kernels run of those asked ({'+'.join(req.fusions)}): {runs}",
+                      highlight=False)
     if r.best not in set(r.front.tolist()):
         p = r.point(r.best)
         console.print(f"best for {req.objective}: {p}")

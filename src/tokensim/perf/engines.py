@@ -27,7 +27,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from tokensim.errors import TokensimError
+from tokensim.errors import TokensimError, bad_value
 
 DEFAULT_ENGINE = "default"
 TRAITS = ("gqa_kv_read_per_query_head",)      # release traits the cost model reads (perf/context.py)
@@ -45,13 +45,13 @@ FUSIONS = {
 
 def parse_fusions(text: str | None, field: str = "--fusions", sep: str = ",") -> tuple[str, ...] | None:
     """A list of FUSIONS names as a user writes it: None (not given), 'none' (no fusion) or names joined by `sep`."""
-    from tokensim.errors import bad_value
-
     if text is None:
         return None
     names = tuple(p.strip() for p in text.split(sep) if p.strip())
     if names == ("none",):
         return ()
+    if not names:
+        raise bad_value(field, text, f"names from {', '.join(FUSIONS)} joined by {sep!r}, or none")
     for name in names:
         if name not in FUSIONS:
             raise bad_value(field, text, f"names from {', '.join(FUSIONS)} joined by {sep!r}, or none alone")

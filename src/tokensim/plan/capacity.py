@@ -40,6 +40,7 @@ class CapacityRequest:
     input_tokens: int = 1024
     output_tokens: int = 256
     engine: str = "vllm"
+    engine_version: str | None = None
     fusions: tuple[str, ...] | None = None   # kernel fusions the launch runs, on each chip as far as it has them
     max_chips_per_replica: int = 64
     candidates: int = 4                # how many screened candidates the simulator checks
@@ -51,6 +52,9 @@ class CapacityRequest:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise bad_value(name, v, "a finite number > 0")
+        # the engine, its release and the fusions, checked as a deployment checks them (the field named on error)
+        fused = Deployment(engine=self.engine, engine_version=self.engine_version, fusions=self.fusions).fusions
+        object.__setattr__(self, "fusions", fused)
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ class Candidate:
         return {"hardware": self.hardware, "replicas": self.replicas, "chips": self.chips, "usd_per_hour": self.usd_per_hour,
                 "replica": {"tp": d.tp, "pp": d.pp, "ep": d.ep, "attn_dp": d.attn_dp, "batch": d.batch,
                             "weights": d.weights or "checkpoint", "kv": d.kv, "engine": d.engine,
-                            "fusions": list(d.fusions or ())},
+                            "engine_version": d.engine_version, "fusions": list(d.fusions or ())},
                 "static_tpot_s": self.static_tpot_s, "static_ttft_s": self.static_ttft_s, **self.simulated}
 
 
@@ -78,7 +82,7 @@ def screen(req: CapacityRequest) -> list[Candidate]:
     rate that needs more than MAX_REPLICAS of every such layout is refused (the simulator would build that fleet)."""
     preq = PlanRequest(req.model, req.hardware, max_chips=req.max_chips_per_replica, input_tokens=req.input_tokens,
                        output_tokens=req.output_tokens, engine=req.engine, speculative=False, disaggregation=False,
-                       fusions=req.fusions)
+                       engine_version=req.engine_version, fusions=req.fusions)
     result = plan(preq)
     p = result.points
     ok = (p["fits"] & (p["dp"] == 1) & (p["time_per_output_token_s"] <= req.slo_tpot_s) & (p["ttft_s"] <= req.slo_ttft_s))
@@ -98,7 +102,8 @@ def screen(req: CapacityRequest) -> list[Candidate]:
         dep = Deployment(tp=int(p["tp"][i]), pp=int(p["pp"][i]), ep=int(p["ep"][i]), attn_dp=int(p["attn_dp"][i]),
                          batch=int(p["batch"][i]), weights=None if weights == "checkpoint" else weights, kv=str(p["kv"][i]),
                          input_tokens=req.input_tokens, output_tokens=req.output_tokens, engine=req.engine,
-                         overlap_comm=int(p["ep"][i]) > 1, fusions=fusions_on(hw, req.fusions))
+                         engine_version=req.engine_version, overlap_comm=int(p["ep"][i]) > 1,
+                         fusions=fusions_on(hw, req.fusions))
         key = (hw.name, dep, replicas)
         if key in seen:
             continue

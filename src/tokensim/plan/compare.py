@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from tokensim.deploy.deployment import Deployment
 from tokensim.errors import TokensimError
+from tokensim.perf.context import fusions_on
 from tokensim.prediction.predictor import predict_deployment
 from tokensim.specs.hardware.spec import HardwareSpec
 from tokensim.specs.model.spec import ModelSpec
@@ -52,7 +53,16 @@ def _hardware_steps(a: HardwareSpec, b: HardwareSpec) -> list[tuple[str, Hardwar
 
 
 def _speed(model: ModelSpec, hw: HardwareSpec, dep: Deployment) -> float:
-    return predict_deployment(model, hw, dep, check_fit=False).tokens_per_s_per_user
+    """tokens/s per user of a step; a fusion the step's chip has no kernels for (A's moe_gemm1 on B's Hopper family)
+    is left out, as `tokensim plan` leaves it out, and the step's detail says so."""
+    return predict_deployment(model, hw, replace(dep, fusions=fusions_on(hw, dep.fusions)),
+                              check_fit=False).tokens_per_s_per_user
+
+
+def _dropped(hw: HardwareSpec, dep: Deployment) -> str:
+    kept = fusions_on(hw, dep.fusions) or ()
+    gone = [f for f in dep.fusions or () if f not in kept]
+    return f" ({'+'.join(gone)} left out: no such kernels on {hw.family})" if gone else ""
 
 
 def waterfall(a: Setup, b: Setup) -> tuple[list[Factor], float, float, float]:
@@ -91,9 +101,12 @@ def waterfall(a: Setup, b: Setup) -> tuple[list[Factor], float, float, float]:
 
     start = _speed(a.model, a.hardware, da)
     end = predict_deployment(b.model, b.hardware, db).tokens_per_s_per_user
-    factors, prev, pending = [], start, []
+    factors, prev, pending, dropped = [], start, [], ""
     for i, (name, m, h, d, detail) in enumerate(steps):
         last = i == len(steps) - 1
+        drop = "" if last else _dropped(h, d)
+        if drop != dropped:                # said once, at the step whose chip first lacks the kernels
+            detail, dropped = detail + drop, drop
         try:
             cur = end if last else _speed(m, h, d)
         except TokensimError:
@@ -113,7 +126,7 @@ def parse_setup(text: str) -> Setup:
     from pathlib import Path
 
     from tokensim.deploy.layout import resolve_layout
-    from tokensim.perf.engines import parse_fusions
+    from tokensim.perf.engines import parse_fusions, parse_release
     from tokensim.scenarios.scenario import find_scenario, load_scenario, shipped_scenarios
     from tokensim.specs.hardware.catalog import load_hardware
     from tokensim.specs.model.catalog import load_model
@@ -139,6 +152,9 @@ def parse_setup(text: str) -> Setup:
                 raise TokensimError(f"compare: {key} = {value!r}: expected an integer") from None
         elif key in texts:
             kw[key] = value.strip()
+            if key == "engine_version" and parse_release(kw[key]) is None:
+                raise TokensimError(f"compare: engine_version = {value!r}: expected a release number such as 0.6.1 "
+                                    "or 1.2.0rc3")
         elif key == "fusions":
             kw[key] = parse_fusions(value, field="compare: fusions", sep="+")
         else:

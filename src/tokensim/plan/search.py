@@ -42,13 +42,16 @@ class PlanRequest:
     objective: str = "cost"          # cost | throughput | speed
     engine: str = "default"
     batches: tuple[int, ...] = POWERS
+    speculative: bool = True
+    disaggregation: bool = True
     engine_version: str | None = None
     fusions: tuple[str, ...] | None = None   # kernel fusions the launch runs, on each chip as far as it has them
 
     def __post_init__(self) -> None:
-        Deployment(engine=self.engine, engine_version=self.engine_version, fusions=self.fusions)  # names the bad field
-    speculative: bool = True
-    disaggregation: bool = True
+        # the engine, its release and the fusions, checked as a deployment checks them (the field named on error);
+        # the fusions kept in Deployment's one spelling (sorted, once each, None for none)
+        fused = Deployment(engine=self.engine, engine_version=self.engine_version, fusions=self.fusions).fusions
+        object.__setattr__(self, "fusions", fused)
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ class PlanResult:
                 "attn_dp": int(p["attn_dp"][i]), "dp": int(p["dp"][i]), "batch": int(p["batch"][i]),
                 "weights": str(p["weights"][i]), "kv": str(p["kv"][i]), "speculative": bool(p["spec_on"][i]),
                 "disaggregated": bool(p["disaggregated"][i]), "prefill_chips": int(p["prefill_chips"][i]),
-                "fusions": str(p["fusions"][i])}
+                "fusions": [f for f in str(p["fusions"][i]).split("+") if f != "none"]}
 
     def point(self, i: int) -> dict:
         usd = float(self.points["usd_per_million_tokens"][i])
@@ -185,7 +188,7 @@ def plan(req: PlanRequest, progress=None) -> PlanResult:
                 cols.setdefault("prefill_chips", []).append(srv["prefill_chips"] if disagg else np.zeros(n))
                 cols.setdefault("disaggregated", []).append(np.full(n, disagg))
                 for key, text in (("hardware", hw.name), ("weights", g.weights or "checkpoint"), ("kv", g.kv),
-                                  ("fusions", ",".join(fusions or ()) or "none")):
+                                  ("fusions", "+".join(fusions or ()) or "none")):
                     cols.setdefault(key, []).append(np.full(n, text, dtype=object))
                 evaluated += n
             if progress:

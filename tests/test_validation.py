@@ -2,6 +2,7 @@
 import csv
 import math
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -11,7 +12,7 @@ import pytest
 from tokensim.validate.rules import Skip, build_case
 from tokensim.validate.run import shipped_measurements, validate
 from tokensim.validate.table import read_rows
-from tokensim.validate.uncertainty import Residual, band
+from tokensim.validate.uncertainty import Residual, band, batch_regime, shipped_residuals
 
 MEDIAN_BAR = 0.15       # issue 4 asked 25 %; the joint fit of issue 11 reaches 11.9 % in sample (13.4 % on 2026-12-02)
 # issue 4 asked 60 % at the 90th percentile in sample. Fitted jointly with 2,818 serving runs (issue 11) the constants
@@ -58,6 +59,28 @@ def test_ranges_built_without_each_rows_source_cover_about_80_percent(shipped):
     assert len(inside) == s.modelled
     assert s.coverage_80 == pytest.approx(sum(inside) / len(inside))
     assert 0.75 <= s.coverage_80 <= 0.85
+
+
+def test_a_frontier_rows_regime_is_its_operating_points(shipped):
+    """An InferenceX frontier row is predicted at the batch its operating point settles on (m073: gpt-oss-120b at
+    256 concurrent requests on one B200, the batch the row states), and its regime, which picks the residuals its
+    range is built from, is that batch's; the placeholder batch 1 its case starts from labelled 13 such rows
+    "batch 1" until 2026-12-07."""
+    results, _ = shipped
+    r = next(r for r in results if r.row.id == "m073")
+    assert any("concurrency 256" in a for a in r.assumptions)
+    assert r.regime == "batch > 32"
+    checked = 0
+    for r in results:
+        point = next((a for a in r.assumptions if a.startswith("frontier point:")), None)
+        if point:
+            batch = int(re.search(r"(?:batch|concurrency) (\d+)", point).group(1))
+            assert r.regime == batch_regime(batch), (r.row.id, point)
+            checked += 1
+    assert checked >= 10
+    # the shipped residuals, which the ranges are built from, carry the same regimes (tokensim fit writes them)
+    shipped_regime = {x.id: x.regime for x in shipped_residuals()}
+    assert {r.row.id: r.regime for r in results if r.predicted is not None} == shipped_regime
 
 
 def test_every_skipped_row_says_why(shipped):

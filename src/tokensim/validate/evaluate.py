@@ -145,22 +145,31 @@ def kv_limited(model, hw, dep: Deployment, constants: ConstantsTable | None = No
 
 def predict_case(case: Case, constants: ConstantsTable | None = None) -> tuple[float, tuple[str, ...]]:
     """The predicted value of the row's metric, and any notes added while predicting."""
+    value, notes, _ = predict_case_at(case, constants)
+    return value, notes
+
+
+def predict_case_at(case: Case, constants: ConstantsTable | None = None) -> tuple[float, tuple[str, ...], int]:
+    """`predict_case`, and the batch the row was predicted at: a frontier row's operating point (not the placeholder
+    its case starts from), a row whose stated batch does not fit at the batch the memory holds, else the stated one.
+    It sets the row's regime (validate.uncertainty.batch_regime)."""
     if case.mode == "frontier":
-        value, how, _ = _frontier(case, constants)
-        return value, (f"frontier point: {how}",)
+        value, how, dep = _frontier(case, constants)
+        return value, (f"frontier point: {how}",), dep.batch
     model, hw = catalog_model(case.model), catalog()[case.hardware]
     if case.mode not in ("ttft", "ttft_online"):            # a queue changes TTFT; the other metrics run at capacity
         dep, note = kv_limited(model, hw, case.deployment, constants)
         if note is not None:
-            value, notes = predict_case(replace(case, deployment=dep), constants)
-            return value, (note, *notes)
+            value, notes, batch = predict_case_at(replace(case, deployment=dep), constants)
+            return value, (note, *notes), batch
+    batch = case.deployment.batch
     p = predict_deployment(model, hw, case.deployment, constants=constants)
     if case.mode == "per_user":
         if case.deployment.batch > 1:
             tput = offline_throughput(model, hw, p.deployment, p, constants)
             return tput / case.deployment.batch, ("per-user speed under continuous batching: the other users' prefills "
-                                                  "run between decode steps (rule)",)
-        return p.tokens_per_s_per_user, ()
+                                                  "run between decode steps (rule)",), batch
+        return p.tokens_per_s_per_user, (), batch
     if case.mode in ("ttft", "ttft_online"):
         value, notes = p.ttft_s, tuple[str, ...]()
         if case.deployment.batch > 1:
@@ -168,12 +177,12 @@ def predict_case(case: Case, constants: ConstantsTable | None = None) -> tuple[f
             notes = ("TTFT under concurrency: prefill plus one decode step of the running batch (rule)",)
         if case.mode == "ttft_online":
             value += for_hardware(hw, case.deployment.engine, constants).request_overhead_s
-        return value, notes
+        return value, notes, batch
     if case.mode == "prefill_throughput":
         dep = p.deployment
         total = dep.batch * dep.input_tokens / batch_prefill_s(model, hw, dep, constants)
-        return (total / p.chips if case.row.metric == PER_CHIP else total), ()
+        return (total / p.chips if case.row.metric == PER_CHIP else total), (), batch
     if case.mode == "decode_throughput":
-        return _throughput(case, p, offline=False, constants=constants), ()
+        return _throughput(case, p, offline=False, constants=constants), (), batch
     return (_throughput(case, p, offline=True, constants=constants),
-            ("throughput: prefill of every prompt plus all decode steps (offline rule)",))
+            ("throughput: prefill of every prompt plus all decode steps (offline rule)",), batch)

@@ -34,7 +34,7 @@ from tokensim.validate.fit import (
 from tokensim.validate.objective import FitData, log_errors
 from tokensim.validate.pool import pool_map
 from tokensim.validate.run import evaluate_row, summarize
-from tokensim.validate.uncertainty import batch_regime, serving_coverage, serving_quantiles, stretch_for
+from tokensim.validate.uncertainty import serving_coverage, serving_quantiles, stretch_for
 
 
 def _stats(errors) -> dict:
@@ -181,7 +181,7 @@ def run_fit(path, out_path: Path, loso: bool = True, progress=None, silicon_path
         "values": {f"{p.family}.{p.engine}.{p.name}": v for p, v in fitted.items()},
         "residuals": [{"id": r.row.id, "group": group_of.get(r.row.id, r.row.id), "family": r.family,
                        "engine": by_id[r.row.id].deployment.engine, "metric": r.row.metric,
-                       "regime": batch_regime(by_id[r.row.id].deployment.batch),
+                       "regime": r.regime,
                        "log_ratio": math.log(r.predicted / r.row.value), "log_ratio_out_of_sample": row_loso.get(r.row.id)}
                       for r in results if r.predicted],
     }

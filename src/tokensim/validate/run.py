@@ -10,7 +10,7 @@ from tokensim.errors import TokensimError
 from tokensim.perf.constants import ConstantsTable
 from tokensim.specs.hardware.catalog import catalog
 from tokensim.stats import quantile
-from tokensim.validate.evaluate import predict_case
+from tokensim.validate.evaluate import predict_case_at
 from tokensim.validate.rules import Case, Skip, build_case
 from tokensim.validate.table import Row, read_rows
 from tokensim.validate.uncertainty import band, batch_regime, shipped_residuals
@@ -64,11 +64,11 @@ def evaluate_row(row: Row, constants: ConstantsTable | None = None) -> Result:
     except Skip as exc:
         return Result(row, skipped_reason=str(exc))
     try:
-        value, extra = predict_case(case, constants)
+        value, extra, batch = predict_case_at(case, constants)
     except TokensimError as exc:
         return Result(row, skipped_reason=f"scenario cannot be predicted: {exc}")
     family = catalog()[case.hardware].family
-    regime = batch_regime(case.deployment.batch)
+    regime = batch_regime(batch)
     group = _groups().get(row.id, "src:" + row.source_key)
     b = band(shipped_residuals(), family, case.deployment.engine, row.metric, regime, value, exclude_group=group)
     return Result(row, value, case.assumptions + extra, family=family, engine=case.deployment.engine, regime=regime,

@@ -144,3 +144,10 @@ class Deployment:
         require(self.pp <= n_layers, "pp", self.pp, f"at most the model's {n_layers} layers")
         base, extra = divmod(n_layers, self.pp)
         return tuple(base + (1 if s < extra else 0) for s in range(self.pp))
+
+
+def checked_launch(engine: str, engine_version: str | None, fusions: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """A request's engine, release and fusions checked as a Deployment checks them (the field named on error), and
+    the fusions in Deployment's one spelling (sorted, once each, None for none): for requests that build many
+    deployments (the planner's, capacity planning's) and should refuse a bad launch before building any."""
+    return Deployment(engine=engine, engine_version=engine_version, fusions=fusions).fusions

@@ -157,11 +157,11 @@ MOE_GEMM1_FAMILIES = ("nvidia-blackwell",)
 def step_fusions(hw: HardwareSpec, dep: Deployment) -> frozenset:
     """The kernel fusions a step of `dep` on `hw` runs (the deployment's own; none when it states none); the MoE GEMM-1
     fusion only on the chips whose kernels have it (asking for it on others is an error)."""
-    fused = frozenset(dep.fusions or ())
-    if "moe_gemm1" in fused and hw.family not in MOE_GEMM1_FAMILIES:
+    fused = dep.fusions or ()
+    if fusions_on(hw, fused) != fused:          # the one fusion a chip can lack: moe_gemm1
         raise bad_value("fusions", "moe_gemm1", f"fusions that {hw.name} ({hw.family}) runs: moe_gemm1 is trtllm-gen's "
                                                 f"MoE kernels, built for {', '.join(MOE_GEMM1_FAMILIES)} chips only")
-    return fused
+    return frozenset(fused)
 
 
 def fusions_on(hw: HardwareSpec, fusions: tuple[str, ...] | None) -> tuple[str, ...] | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from tokensim.deploy.deployment import Deployment
+from tokensim.deploy.deployment import Deployment, checked_launch
 from tokensim.errors import TokensimError, bad_value
 from tokensim.perf.context import fusions_on
 from tokensim.plan.search import PlanRequest, plan
@@ -52,9 +52,7 @@ class CapacityRequest:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise bad_value(name, v, "a finite number > 0")
-        # the engine, its release and the fusions, checked as a deployment checks them (the field named on error)
-        fused = Deployment(engine=self.engine, engine_version=self.engine_version, fusions=self.fusions).fusions
-        object.__setattr__(self, "fusions", fused)
+        object.__setattr__(self, "fusions", checked_launch(self.engine, self.engine_version, self.fusions))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tokensim.deploy.deployment import Deployment, SpecDecode
+from tokensim.deploy.deployment import Deployment, SpecDecode, checked_launch
 from tokensim.deploy.layout import valid_tp_degrees
 from tokensim.errors import TokensimError
 from tokensim.perf.context import fusions_on
@@ -48,10 +48,7 @@ class PlanRequest:
     fusions: tuple[str, ...] | None = None   # kernel fusions the launch runs, on each chip as far as it has them
 
     def __post_init__(self) -> None:
-        # the engine, its release and the fusions, checked as a deployment checks them (the field named on error);
-        # the fusions kept in Deployment's one spelling (sorted, once each, None for none)
-        fused = Deployment(engine=self.engine, engine_version=self.engine_version, fusions=self.fusions).fusions
-        object.__setattr__(self, "fusions", fused)
+        object.__setattr__(self, "fusions", checked_launch(self.engine, self.engine_version, self.fusions))
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ def jittered(text: str, step: float, seed: int) -> tuple[str, int]:
         elif line.startswith("["):
             section = None
         v = VALUE.match(line) if section else None
-        key = (*section, v["name"]) if v and section else None
+        key = (*section, v["name"]) if v else None        # v is only read inside a constants table
         if key in bounds:
             lo, hi = bounds[key]
             value, sign = float(v["value"]), rng.choice((-1.0, 1.0))

@@ -90,7 +90,7 @@ AICONFIGURATOR = "aiconfigurator"
 # share 0.89 -> 0.66, the Blackwell prefill clock 0.98 -> 0.79) stall the spread clients' decodes. At the shipped
 # constants, without a refit, the client alone gives TTFT 31.0 -> 34.4 % with simulated TPOT unchanged (10.9 %):
 # every pair improves but B200 vLLM (21 -> 47 %, its first tokens 0.4-0.65x the measured; docs/model.md 7). A tenth
-# and an eleventh (stop 57, branch experiment/request-path) added a request path per prompt token outside the steps:
+# and an eleventh (stop 57) added a request path per prompt token outside the steps:
 # refitting the request path alone, TTFT 31.0 -> 28.1 % but simulated TPOT 10.9 -> 11.4 % and published rows 13.6 ->
 # 14.7 %; refitting everything, TTFT -> 27.3 %, published rows -> 13.9 %, but simulated TPOT -> 11.8 % and steady TPOT
 # 11.4 -> 12.3 %, the fit choosing slower prefills over the per-token path (docs/model.md 5.2). Until
